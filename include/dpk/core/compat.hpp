@@ -1,0 +1,67 @@
+#pragma once
+/// \file compat.hpp
+/// \brief The one place where differences between Kokkos 3.4, 4.x and 5.x are handled.
+///
+/// Everything else in dpk spells Kokkos through the names defined here when the spelling
+/// differs between versions: math functions (Kokkos::Experimental:: in 3.x, Kokkos:: from 4.0)
+/// and the GEMM entry point (execution-space-instance overload only in Kokkos Kernels >= 4.1).
+
+#include <Kokkos_Core.hpp>
+#include <KokkosBlas3_gemm.hpp>
+
+#if KOKKOS_VERSION < 40000
+#include <Kokkos_MathematicalFunctions.hpp>
+#endif
+
+namespace dpk {
+/// Device-callable math functions, one spelling for every supported Kokkos version.
+namespace math {
+#if KOKKOS_VERSION >= 40000
+using Kokkos::exp;
+using Kokkos::fabs;
+using Kokkos::floor;
+using Kokkos::fmod;
+using Kokkos::sqrt;
+using Kokkos::tanh;
+using Kokkos::sin;
+using Kokkos::cos;
+using Kokkos::ceil;
+#else
+using Kokkos::Experimental::exp;
+using Kokkos::Experimental::fabs;
+using Kokkos::Experimental::floor;
+using Kokkos::Experimental::fmod;
+using Kokkos::Experimental::sqrt;
+using Kokkos::Experimental::tanh;
+using Kokkos::Experimental::sin;
+using Kokkos::Experimental::cos;
+using Kokkos::Experimental::ceil;
+#endif
+
+/// Device-callable minimum (std::min is host-only on CUDA).
+template <class T>
+KOKKOS_INLINE_FUNCTION constexpr T min(T a, T b) { return b < a ? b : a; }
+/// Device-callable maximum.
+template <class T>
+KOKKOS_INLINE_FUNCTION constexpr T max(T a, T b) { return a < b ? b : a; }
+}  // namespace math
+
+/// Dense matrix products through Kokkos Kernels (host BLAS / cuBLAS TPLs where enabled).
+namespace blas {
+/// C = beta C + alpha op(A) op(B) on `space`. Views must be rank 2 and contiguous
+/// (LayoutRight) for the vendor BLAS to be used.
+template <class ExecutionSpace, class AView, class BView, class CView>
+void gemm(ExecutionSpace const& space, const char* trans_a, const char* trans_b,
+          typename AView::const_value_type alpha, AView const& a, BView const& b,
+          typename CView::const_value_type beta, CView const& c) {
+#if KOKKOS_VERSION >= 40100
+  KokkosBlas::gemm(space, trans_a, trans_b, alpha, a, b, beta, c);
+#else
+  // Older Kokkos Kernels have no instance overload: order work on `space` explicitly.
+  space.fence();
+  KokkosBlas::gemm(trans_a, trans_b, alpha, a, b, beta, c);
+  typename CView::execution_space().fence();
+#endif
+}
+}  // namespace blas
+}  // namespace dpk

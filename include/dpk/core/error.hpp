@@ -1,0 +1,22 @@
+#pragma once
+/// \file error.hpp
+/// \brief The exception type dpk throws on the host for bad input or misuse.
+
+#include <stdexcept>
+#include <string>
+
+namespace dpk {
+
+/// Error with a message that names the file, key or value at fault and what was expected.
+/// Thrown only from host code (never inside kernels).
+class Error : public std::runtime_error {
+ public:
+  explicit Error(std::string const& message) : std::runtime_error(message) {}
+};
+
+/// Throws dpk::Error(message) when `condition` is false.
+inline void require(bool condition, std::string const& message) {
+  if (!condition) throw Error(message);
+}
+
+}  // namespace dpk

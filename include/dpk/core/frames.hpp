@@ -1,0 +1,24 @@
+#pragma once
+/// \file frames.hpp
+/// \brief A batch of frames on the device: the input of the neighbour search.
+
+#include <dpk/core/types.hpp>
+
+namespace dpk {
+
+/// `nframes` frames of `natoms` atoms each (one system: same types in every frame).
+/// Atom a of the batch is atom a % natoms of frame a / natoms.
+template <class Scalar, class MemorySpace>
+struct Frames {
+  static_assert(Kokkos::is_memory_space<MemorySpace>::value, "MemorySpace must be a Kokkos memory space");
+  int nframes = 0;
+  int natoms = 0;
+  bool periodic = true;
+  View2<Scalar, MemorySpace> coord{"dpk::Frames::coord", 0, 3};  ///< (nframes*natoms, 3), A
+  View2<Scalar, MemorySpace> box{"dpk::Frames::box", 0, 9};      ///< (nframes, 9), rows = cell vectors
+  View1<int, MemorySpace> types{"dpk::Frames::types", 0};        ///< (nframes*natoms), 0-based
+  /// Atoms in the batch.
+  int nloc() const { return nframes * natoms; }
+};
+
+}  // namespace dpk

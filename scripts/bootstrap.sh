@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# dpk dependency bootstrap for Debian 12.
+#
+#   scripts/bootstrap.sh            Debian packages + Kokkos/Kokkos Kernels (Serial+OpenMP)
+#   scripts/bootstrap.sh --cuda     additionally CUDA 11.8 + g++-11 + Kokkos (CUDA+OpenMP)
+#
+# Kokkos is built from Debian's `trilinos` source package (Kokkos 3.4.01) only when no usable
+# Kokkos is found (Kokkos_ROOT / CMAKE_PREFIX_PATH / the cache prefix). Installs are cached in
+# DPK_DEPS_PREFIX (default /opt/dpk-deps); re-running is a no-op that takes seconds.
+set -euo pipefail
+
+PREFIX_ROOT="${DPK_DEPS_PREFIX:-/opt/dpk-deps}"
+KOKKOS_PREFIX="$PREFIX_ROOT/kokkos-openmp"
+KOKKOS_CUDA_PREFIX="$PREFIX_ROOT/kokkos-cuda"
+SRC_CACHE="$PREFIX_ROOT/src"
+JOBS="${DPK_BUILD_JOBS:-$(nproc)}"
+WANT_CUDA=0
+for arg in "$@"; do
+  case "$arg" in
+    --cuda) WANT_CUDA=1 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "bootstrap: unknown option '$arg' (expected --cuda or --help)" >&2; exit 2 ;;
+  esac
+done
+
+say() { printf '[bootstrap] %s\n' "$*"; }
+die() { printf '[bootstrap] error: %s\n' "$*" >&2; exit 1; }
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+  command -v sudo >/dev/null || die "not root and no sudo: run as root or install the packages listed in docs/install.md"
+  SUDO="sudo"
+fi
+
+# --------------------------------------------------------------------------- apt sources
+APT_UPDATED=0
+apt_update() { if [ "$APT_UPDATED" = 0 ]; then say "apt-get update"; $SUDO apt-get update -qq; APT_UPDATED=1; fi; }
+
+# Adds a deb822 source file: deb-src for the mirror's main component (for `apt-get source`),
+# and with --cuda the binary contrib/non-free components (Debian's nvidia-cuda-toolkit).
+ensure_sources() {
+  local want_nonfree="$1" file="/etc/apt/sources.list.d/dpk-extra.sources"
+  local uri="http://deb.debian.org/debian" found
+  found=$(grep -h -m1 '^URIs:' /etc/apt/sources.list.d/debian.sources 2>/dev/null | awk '{print $2}') || true
+  [ -n "$found" ] && uri="$found"
+  local body="Types: deb-src
+URIs: $uri
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg"
+  if [ "$want_nonfree" = 1 ] || grep -q non-free "$file" 2>/dev/null; then
+    body="$body
+
+Types: deb
+URIs: $uri
+Suites: bookworm bookworm-updates
+Components: contrib non-free non-free-firmware
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg"
+  fi
+  if [ -f "$file" ] && [ "$(cat "$file")" = "$body" ]; then return; fi
+  say "writing $file (deb-src main$([ "$want_nonfree" = 1 ] && echo ', contrib non-free') for $uri)"
+  printf '%s\n' "$body" | $SUDO tee "$file" >/dev/null
+  APT_UPDATED=0
+}
+
+apt_install() {
+  local missing=()
+  for p in "$@"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p"); done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    apt_update
+    say "apt-get install ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+      || die "apt-get install failed for: ${missing[*]}"
+  else
+    say "Debian packages present: $*"
+  fi
+}
+
+PKGS=(build-essential cmake pkg-config dpkg-dev libopenmpi-dev openmpi-bin libopenblas-dev
+      doctest-dev nlohmann-json3-dev libcli11-dev libbenchmark-dev python3 python3-numpy python3-matplotlib)
+ensure_sources "$WANT_CUDA"
+apt_install "${PKGS[@]}"
+
+# --------------------------------------------------------------------------- trilinos source
+fetch_trilinos() {
+  local src_dir="$SRC_CACHE/trilinos"
+  if [ -d "$src_dir/packages/kokkos" ] && [ -d "$src_dir/packages/kokkos-kernels" ]; then echo "$src_dir"; return; fi
+  $SUDO mkdir -p "$SRC_CACHE"
+  local tarball
+  tarball=$(ls "$SRC_CACHE"/trilinos_*.orig.tar.* 2>/dev/null | head -n1 || true)
+  if [ -z "$tarball" ]; then
+    apt_update >&2
+    say "apt-get source --download-only trilinos (about 166 MB)" >&2
+    (cd "$SRC_CACHE" && $SUDO apt-get source -qq --download-only trilinos >&2) \
+      || die "could not download Debian's trilinos source package (is a deb-src line present?)"
+    tarball=$(ls "$SRC_CACHE"/trilinos_*.orig.tar.* | head -n1)
+  fi
+  say "extracting Kokkos and Kokkos Kernels from $(basename "$tarball")" >&2
+  local tmp="$SRC_CACHE/extract.$$"
+  $SUDO mkdir -p "$tmp"
+  $SUDO tar -xf "$tarball" -C "$tmp" --wildcards 'Trilinos-*/packages/kokkos/*' 'Trilinos-*/packages/kokkos-kernels/*'
+  $SUDO rm -rf "$src_dir"
+  $SUDO mv "$tmp"/Trilinos-* "$src_dir"
+  $SUDO rm -rf "$tmp"
+  echo "$src_dir"
+}
+
+# build_kokkos PREFIX NAME [extra cmake args...]
+build_kokkos() {
+  local prefix="$1" name="$2"; shift 2
+  local src; src=$(fetch_trilinos)
+  local build="$SRC_CACHE/build-$name"
+  $SUDO rm -rf "$build" "$prefix.partial"
+  say "building Kokkos ($name) into $prefix"
+  $SUDO cmake -S "$src/packages/kokkos" -B "$build/kokkos" -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_INSTALL_PREFIX="$prefix.partial" -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_SERIAL=ON \
+      -DKokkos_ENABLE_OPENMP=ON -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON "$@" >"$build.kokkos.log" 2>&1 \
+    || { tail -30 "$build.kokkos.log" >&2; die "Kokkos configure failed (log: $build.kokkos.log)"; }
+  $SUDO cmake --build "$build/kokkos" -j "$JOBS" >>"$build.kokkos.log" 2>&1 && $SUDO cmake --install "$build/kokkos" >>"$build.kokkos.log" 2>&1 \
+    || { tail -30 "$build.kokkos.log" >&2; die "Kokkos build failed (log: $build.kokkos.log)"; }
+  say "building Kokkos Kernels ($name, ETI off, BLAS TPL)"
+  $SUDO cmake -S "$src/packages/kokkos-kernels" -B "$build/kernels" -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_INSTALL_PREFIX="$prefix.partial" -DKokkos_ROOT="$prefix.partial" -DCMAKE_CXX_STANDARD=17 \
+      -DKokkosKernels_ADD_DEFAULT_ETI=OFF -DKokkosKernels_ENABLE_TPL_BLAS=ON -DKokkosKernels_ENABLE_TESTS=OFF \
+      -DKokkosKernels_ENABLE_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
+      "${KK_EXTRA[@]}" "$@" >"$build.kernels.log" 2>&1 \
+    || { tail -30 "$build.kernels.log" >&2; die "Kokkos Kernels configure failed (log: $build.kernels.log)"; }
+  $SUDO cmake --build "$build/kernels" -j "$JOBS" >>"$build.kernels.log" 2>&1 && $SUDO cmake --install "$build/kernels" >>"$build.kernels.log" 2>&1 \
+    || { tail -30 "$build.kernels.log" >&2; die "Kokkos Kernels build failed (log: $build.kernels.log)"; }
+  $SUDO rm -rf "$prefix" && $SUDO mv "$prefix.partial" "$prefix"
+  $SUDO rm -rf "$build"
+  say "installed Kokkos ($name) in $prefix"
+}
+
+have_kokkos_in() {
+  local d
+  for d in "$@"; do
+    [ -n "$d" ] || continue
+    if ls "$d"/lib*/cmake/Kokkos/KokkosConfig.cmake >/dev/null 2>&1 && \
+       ls "$d"/lib*/cmake/KokkosKernels/KokkosKernelsConfig.cmake >/dev/null 2>&1; then echo "$d"; return 0; fi
+  done
+  return 1
+}
+
+KK_EXTRA=()
+prefix_path="${CMAKE_PREFIX_PATH:-}"
+user_kokkos=$(have_kokkos_in "${Kokkos_ROOT:-}" ${prefix_path//:/ } || true)
+if [ -n "$user_kokkos" ]; then
+  say "using Kokkos + Kokkos Kernels from $user_kokkos (Kokkos_ROOT/CMAKE_PREFIX_PATH)"
+elif have_kokkos_in "$KOKKOS_PREFIX" >/dev/null; then
+  say "Kokkos (OpenMP) cached in $KOKKOS_PREFIX"
+else
+  build_kokkos "$KOKKOS_PREFIX" openmp
+fi
+
+if [ "$WANT_CUDA" = 1 ]; then
+  apt_install nvidia-cuda-toolkit g++-11
+  if have_kokkos_in "$KOKKOS_CUDA_PREFIX" >/dev/null; then
+    say "Kokkos (CUDA) cached in $KOKKOS_CUDA_PREFIX"
+  else
+    src=$(fetch_trilinos)
+    wrapper="$src/packages/kokkos/bin/nvcc_wrapper"
+    export NVCC_WRAPPER_DEFAULT_COMPILER=g++-11 NVCC_WRAPPER_DEFAULT_ARCH=sm_80
+    export PATH="/usr/bin:$PATH"
+    KK_EXTRA=(-DKokkosKernels_ENABLE_TPL_CUBLAS=ON)
+    build_kokkos "$KOKKOS_CUDA_PREFIX" cuda -DCMAKE_CXX_COMPILER="$wrapper" -DKokkos_ENABLE_CUDA=ON \
+      -DKokkos_ENABLE_CUDA_LAMBDA=ON -DKokkos_ARCH_AMPERE80=ON
+    KK_EXTRA=()
+  fi
+fi
+
+say "done. Configure with: cmake --preset openmp   (or -DKokkos_ROOT=$KOKKOS_PREFIX)"
