@@ -22,3 +22,16 @@ struct Frames {
 };
 
 }  // namespace dpk
+
+namespace dpk {
+
+/// Reference labels of a batch (DFT energies, forces, optional virials), on the device.
+template <class Scalar, class MemorySpace>
+struct Labels {
+  bool has_virial = false;
+  View1<Scalar, MemorySpace> energy{"dpk::Labels::energy", 0};     ///< (nframes), eV
+  View2<Scalar, MemorySpace> force{"dpk::Labels::force", 0, 3};    ///< (nloc, 3), eV/A
+  View2<Scalar, MemorySpace> virial{"dpk::Labels::virial", 0, 9};  ///< (nframes, 9), eV
+};
+
+}  // namespace dpk
