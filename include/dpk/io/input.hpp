@@ -2,8 +2,19 @@
 /// \file input.hpp
 /// \brief DeePMD-kit's input.json (se_e2_a descriptor + ener fitting/loss) as plain structs.
 
+#include <dpk/core/error.hpp>
+#include <dpk/io/system.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <limits>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -52,11 +63,17 @@ struct LossConfig {
 };
 
 /// A batch size: a fixed number of frames, or "auto"/"auto:N" = ceil(N / natoms) frames.
+/// A list (DeePMD-kit's per-system form) sets `per_system`: frames for system i.
 struct BatchSize {
   bool automatic = true;
   int value = 32;  ///< frames when !automatic, N when automatic
-  /// Frames per batch for a system of `natoms` atoms.
+  std::vector<int> per_system;  ///< when non-empty: frames per batch of system i (a JSON list)
+  /// Frames per batch for a system of `natoms` atoms (ignores `per_system`).
   int frames_for(int natoms) const { return automatic ? (value + natoms - 1) / natoms : value; }
+  /// Frames per batch for system `system` of `natoms` atoms (uses `per_system` when given).
+  int frames_for(std::size_t system, int natoms) const {
+    return system < per_system.size() ? per_system[system] : frames_for(natoms);
+  }
 };
 
 /// training.training_data / training.validation_data.
@@ -64,6 +81,10 @@ struct DataConfig {
   std::vector<std::string> systems;  ///< resolved against the input file's folder
   BatchSize batch_size;
   int numb_btch = 1;                 ///< validation batches per evaluation
+  /// How systems are drawn: "prob_sys_size" (proportional to frames, DeePMD-kit's default) or
+  /// "prob_uniform"; ignored when sys_probs is given.
+  std::string auto_prob = "prob_sys_size";
+  std::vector<double> sys_probs;     ///< explicit per-system weights (DeePMD-kit's sys_probs)
 };
 
 /// training.
@@ -96,6 +117,442 @@ struct InputConfig {
 
 /// Reads and validates `path`. Throws dpk::Error naming the key path on wrong types or
 /// impossible values; unknown-but-DeePMD-valid keys are collected in `warnings`.
-InputConfig read_input(std::string const& path);
+inline InputConfig read_input(std::string const& path);
+
+/// Parses input.json text (`source` names it in messages; relative system paths resolve against
+/// `base_directory`). Same checks as read_input.
+inline InputConfig parse_input(std::string const& text, std::string const& source, std::string const& base_directory);
+
+// ------------------------------------------------------------------------------ implementation
+namespace detail {
+
+/// One JSON object of input.json being read: knows its key path (for messages), records which
+/// keys were read, and reports the rest as warnings (DeePMD-kit keys dpk ignores, or unknown keys).
+class JsonSection {
+ public:
+  using json = nlohmann::json;
+
+  JsonSection(json const& node, std::string path, std::string const& source, std::vector<std::string>& warnings)
+      : node_(node), path_(std::move(path)), source_(source), warnings_(warnings) {
+    if (!node_.is_object()) fail(path_, "expected an object, got " + shown(node_));
+  }
+
+  /// Key path of `key` inside this section, e.g. "model.descriptor.sel".
+  std::string path_of(std::string const& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+  /// The value of the first present key among `names` (aliases), or nullptr; marks them read.
+  json const* find(std::initializer_list<char const*> names, std::string* found_name = nullptr) {
+    json const* value = nullptr;
+    for (char const* name : names) {
+      used_.push_back(name);
+      auto it = node_.find(name);
+      if (it != node_.end() && value == nullptr) {
+        value = &*it;
+        if (found_name) *found_name = name;
+      }
+    }
+    return value;
+  }
+
+  /// Throws dpk::Error "<source>: <path>: <what>".
+  [[noreturn]] void fail(std::string const& path, std::string const& what) const {
+    throw Error("input file '" + source_ + "': " + (path.empty() ? std::string("(top level)") : path) + ": " + what);
+  }
+
+  /// A short rendering of a JSON value for messages.
+  static std::string shown(json const& value) {
+    std::string s = value.dump();
+    if (s.size() > 60) s = s.substr(0, 57) + "...";
+    return s;
+  }
+
+  double number(json const& v, std::string const& path) const {
+    if (!v.is_number()) fail(path, "expected a number, got " + shown(v));
+    return v.get<double>();
+  }
+  long long integer(json const& v, std::string const& path, long long minimum) const {
+    std::string const expected = minimum == 0   ? "a non-negative integer"
+                                 : minimum == 1 ? "a positive integer"
+                                                : "an integer >= " + std::to_string(minimum);
+    if (!v.is_number_integer()) fail(path, "expected " + expected + ", got " + shown(v));
+    if (v.is_number_unsigned()) {
+      auto const u = v.get<unsigned long long>();
+      if (u > static_cast<unsigned long long>(std::numeric_limits<int>::max()))
+        fail(path, "expected " + expected + " that fits in 32 bits, got " + shown(v));
+      return static_cast<long long>(u);
+    }
+    long long const value = v.get<long long>();
+    if (value < minimum) fail(path, "expected " + expected + ", got " + shown(v));
+    if (value > std::numeric_limits<int>::max()) fail(path, "expected " + expected + " that fits in 32 bits, got " + shown(v));
+    return value;
+  }
+  bool boolean(json const& v, std::string const& path) const {
+    if (!v.is_boolean()) fail(path, "expected true or false, got " + shown(v));
+    return v.get<bool>();
+  }
+  std::string string(json const& v, std::string const& path) const {
+    if (!v.is_string()) fail(path, "expected a string, got " + shown(v));
+    return v.get<std::string>();
+  }
+
+  // Typed reads of an optional key (the target keeps its default when the key is absent).
+  void read(std::initializer_list<char const*> names, double& out, double minimum = -std::numeric_limits<double>::infinity()) {
+    std::string name;
+    if (json const* v = find(names, &name)) {
+      out = number(*v, path_of(name));
+      if (out < minimum) fail(path_of(name), "expected a number >= " + shown(json(minimum)) + ", got " + shown(*v));
+    }
+  }
+  void read_positive(std::initializer_list<char const*> names, double& out) {
+    std::string name;
+    if (json const* v = find(names, &name)) {
+      out = number(*v, path_of(name));
+      if (!(out > 0)) fail(path_of(name), "expected a positive number, got " + shown(*v));
+    }
+  }
+  template <class Integer>
+  void read_integer(std::initializer_list<char const*> names, Integer& out, long long minimum) {
+    std::string name;
+    if (json const* v = find(names, &name)) out = static_cast<Integer>(integer(*v, path_of(name), minimum));
+  }
+  void read(std::initializer_list<char const*> names, bool& out) {
+    std::string name;
+    if (json const* v = find(names, &name)) out = boolean(*v, path_of(name));
+  }
+  void read(std::initializer_list<char const*> names, std::string& out) {
+    std::string name;
+    if (json const* v = find(names, &name)) out = string(*v, path_of(name));
+  }
+  /// A string restricted to `allowed` values.
+  void read_choice(std::initializer_list<char const*> names, std::string& out, std::vector<std::string> const& allowed,
+                   std::string const& what) {
+    std::string name;
+    if (json const* v = find(names, &name)) {
+      out = string(*v, path_of(name));
+      if (std::find(allowed.begin(), allowed.end(), out) == allowed.end()) {
+        std::string list;
+        for (std::size_t i = 0; i < allowed.size(); ++i) list += (i ? ", \"" : "\"") + allowed[i] + "\"";
+        fail(path_of(name), "unsupported value \"" + out + "\" (" + what + ": " + list + ")");
+      }
+    }
+  }
+  /// A seed: absent or null = none; otherwise a non-negative integer.
+  void read_seed(std::initializer_list<char const*> names, std::optional<std::uint64_t>& out) {
+    std::string name;
+    json const* v = find(names, &name);
+    if (v == nullptr || v->is_null()) return;
+    if (!v->is_number_integer() || (!v->is_number_unsigned() && v->get<long long>() < 0))
+      fail(path_of(name), "expected a non-negative integer or null, got " + shown(*v));
+    out = v->is_number_unsigned() ? v->get<std::uint64_t>() : static_cast<std::uint64_t>(v->get<long long>());
+  }
+  /// A list of integers >= minimum.
+  void read_int_list(std::initializer_list<char const*> names, std::vector<int>& out, long long minimum,
+                     bool allow_empty) {
+    std::string name;
+    if (json const* v = find(names, &name)) {
+      std::string const path = path_of(name);
+      if (!v->is_array()) fail(path, "expected a list of integers, got " + shown(*v));
+      if (v->empty() && !allow_empty) fail(path, "expected a non-empty list of integers, got []");
+      out.clear();
+      for (std::size_t i = 0; i < v->size(); ++i)
+        out.push_back(static_cast<int>(integer((*v)[i], path + "[" + std::to_string(i) + "]", minimum)));
+    }
+  }
+  /// A nested section (nullptr when absent).
+  json const* section(char const* name) {
+    json const* v = find({name});
+    if (v != nullptr && !v->is_object()) fail(path_of(name), "expected an object, got " + shown(*v));
+    return v;
+  }
+
+  /// Reports every key not read: "_..." keys (comments) silently, `ignored` ones as DeePMD-kit
+  /// keys dpk does not implement, the rest as unknown keys. All go to the warnings.
+  void finish(std::initializer_list<char const*> ignored) {
+    for (auto it = node_.begin(); it != node_.end(); ++it) {
+      std::string const& key = it.key();
+      if (!key.empty() && key[0] == '_') continue;
+      if (std::find(used_.begin(), used_.end(), key) != used_.end()) continue;
+      bool const known = std::find_if(ignored.begin(), ignored.end(), [&](char const* k) { return key == k; }) !=
+                         ignored.end();
+      warnings_.push_back(path_of(key) + (known ? ": accepted by DeePMD-kit but not implemented by dpk; ignored"
+                                                : ": unknown key (not read by dpk); ignored"));
+    }
+  }
+
+  std::string const& source() const { return source_; }
+  std::vector<std::string>& warnings() { return warnings_; }
+
+ private:
+  json const& node_;
+  std::string path_;
+  std::string const& source_;
+  std::vector<std::string>& warnings_;
+  std::vector<std::string> used_;
+};
+
+/// batch_size: an integer, "auto", "auto:N" or a list of integers (one per system).
+inline BatchSize parse_batch_size(JsonSection& s, nlohmann::json const& v, std::string const& path) {
+  BatchSize b;
+  std::string const expected = "expected a positive integer, \"auto\", \"auto:N\" or a list of positive integers";
+  if (v.is_number_integer()) {
+    b.automatic = false;
+    b.value = static_cast<int>(s.integer(v, path, 1));
+  } else if (v.is_string()) {
+    std::string const text = v.get<std::string>();
+    if (text == "auto") {
+      b.automatic = true;
+      b.value = 32;
+    } else if (text.rfind("auto:", 0) == 0) {
+      std::string const digits = text.substr(5);
+      bool const ok = !digits.empty() && digits.size() < 10 &&
+                      std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (!ok || std::stoi(digits) < 1) s.fail(path, expected + ", got " + JsonSection::shown(v));
+      b.automatic = true;
+      b.value = std::stoi(digits);
+    } else {
+      s.fail(path, expected + ", got " + JsonSection::shown(v) +
+                       (text.rfind("mixed", 0) == 0 ? " (\"mixed:N\" needs mixed-type systems, not supported by dpk)" : ""));
+    }
+  } else if (v.is_array()) {
+    if (v.empty()) s.fail(path, expected + ", got []");
+    b.automatic = false;
+    for (std::size_t i = 0; i < v.size(); ++i)
+      b.per_system.push_back(static_cast<int>(s.integer(v[i], path + "[" + std::to_string(i) + "]", 1)));
+    b.value = b.per_system.front();
+  } else {
+    s.fail(path, expected + ", got " + JsonSection::shown(v));
+  }
+  return b;
+}
+
+/// training.training_data or training.validation_data.
+inline DataConfig parse_data(JsonSection& parent, char const* name, std::string const& base_directory,
+                             bool validation) {
+  namespace fs = std::filesystem;
+  JsonSection s(*parent.find({name}), parent.path_of(name), parent.source(), parent.warnings());
+  DataConfig data;
+  std::string const systems_path = s.path_of("systems");
+  nlohmann::json const* systems = s.find({"systems"});
+  if (systems == nullptr) s.fail(systems_path, "required (a folder or a list of system folders)");
+  auto resolve = [&](std::string const& p) {
+    fs::path const q(p);
+    return (q.is_absolute() ? q : fs::path(base_directory) / q).lexically_normal().string();
+  };
+  if (systems->is_string()) {
+    // A string is a folder: every directory below it holding type.raw is a system (sorted).
+    std::string const root = resolve(systems->get<std::string>());
+    try {
+      data.systems = expand_systems(root);
+    } catch (Error const& e) {
+      s.fail(systems_path, e.what());
+    }
+  } else if (systems->is_array()) {
+    if (systems->empty()) s.fail(systems_path, "expected a non-empty list of system folders, got []");
+    for (std::size_t i = 0; i < systems->size(); ++i)
+      data.systems.push_back(resolve(s.string((*systems)[i], systems_path + "[" + std::to_string(i) + "]")));
+  } else {
+    s.fail(systems_path, "expected a folder (string) or a list of system folders, got " + JsonSection::shown(*systems));
+  }
+
+  std::string batch_name;
+  if (nlohmann::json const* b = s.find({"batch_size"}, &batch_name)) {
+    data.batch_size = parse_batch_size(s, *b, s.path_of(batch_name));
+    if (!data.batch_size.per_system.empty() && data.batch_size.per_system.size() != data.systems.size())
+      s.fail(s.path_of(batch_name), "a list needs one entry per system: got " +
+                                        std::to_string(data.batch_size.per_system.size()) + " entries for " +
+                                        std::to_string(data.systems.size()) + " systems");
+  }
+  if (validation) s.read_integer({"numb_btch", "numb_batch"}, data.numb_btch, 1);
+  s.read_choice({"auto_prob", "auto_prob_style"}, data.auto_prob, {"prob_sys_size", "prob_uniform"},
+                "dpk supports");
+  std::string probs_name;
+  if (nlohmann::json const* p = s.find({"sys_probs"}, &probs_name)) {
+    if (!p->is_null()) {
+      std::string const path = s.path_of(probs_name);
+      if (!p->is_array()) s.fail(path, "expected a list of non-negative numbers, got " + JsonSection::shown(*p));
+      double total = 0;
+      for (std::size_t i = 0; i < p->size(); ++i) {
+        double const w = s.number((*p)[i], path + "[" + std::to_string(i) + "]");
+        if (w < 0) s.fail(path + "[" + std::to_string(i) + "]", "expected a non-negative number, got " + JsonSection::shown((*p)[i]));
+        data.sys_probs.push_back(w);
+        total += w;
+      }
+      if (data.sys_probs.size() != data.systems.size())
+        s.fail(path, "needs one entry per system: got " + std::to_string(data.sys_probs.size()) + " entries for " +
+                         std::to_string(data.systems.size()) + " systems");
+      if (!(total > 0)) s.fail(path, "the probabilities sum to zero");
+    }
+  }
+  s.finish({"set_prefix", "rglob_patterns"});
+  return data;
+}
+
+}  // namespace detail
+
+inline InputConfig parse_input(std::string const& text, std::string const& source, std::string const& base_directory) {
+  using json = nlohmann::json;
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (json::parse_error const& e) {
+    // nlohmann's message says "parse error at line L, column C: ...".
+    throw Error("input file '" + source + "': malformed JSON: " + e.what());
+  }
+  InputConfig config;
+  config.source = source;
+  detail::JsonSection top(root, "", config.source, config.warnings);
+
+  // ---- model
+  json const* model_node = top.section("model");
+  if (model_node == nullptr) top.fail("model", "required");
+  detail::JsonSection model(*model_node, "model", config.source, config.warnings);
+  if (json const* type_map = model.find({"type_map"})) {
+    if (!type_map->is_array()) model.fail("model.type_map", "expected a list of element names, got " + detail::JsonSection::shown(*type_map));
+    for (std::size_t i = 0; i < type_map->size(); ++i) {
+      std::string const path = "model.type_map[" + std::to_string(i) + "]";
+      std::string const name = model.string((*type_map)[i], path);
+      if (std::find(config.type_map.begin(), config.type_map.end(), name) != config.type_map.end())
+        model.fail(path, "element \"" + name + "\" appears twice");
+      config.type_map.push_back(name);
+    }
+  }
+  {
+    std::string model_type = "standard";
+    model.read_choice({"type"}, model_type, {"standard"}, "dpk supports");
+  }
+
+  // model.descriptor
+  json const* descriptor_node = model.section("descriptor");
+  if (descriptor_node == nullptr) model.fail("model.descriptor", "required");
+  {
+    detail::JsonSection d(*descriptor_node, "model.descriptor", config.source, config.warnings);
+    DescriptorConfig& c = config.descriptor;
+    json const* type = d.find({"type"});
+    if (type == nullptr) d.fail("model.descriptor.type", "required (\"se_e2_a\")");
+    std::string const type_name = d.string(*type, "model.descriptor.type");
+    if (type_name != "se_e2_a" && type_name != "se_a")
+      d.fail("model.descriptor.type", "unsupported descriptor type \"" + type_name + "\" (dpk supports \"se_e2_a\", alias \"se_a\")");
+    c.type = "se_e2_a";
+    json const* sel = d.find({"sel"});
+    if (sel == nullptr) d.fail("model.descriptor.sel", "required (a list with the maximum number of neighbours of each type)");
+    if (sel->is_string())
+      d.fail("model.descriptor.sel", "\"" + sel->get<std::string>() + "\" is not supported by dpk; give a list of integers, one per type");
+    d.read_int_list({"sel"}, c.sel, 0, false);
+    if (!config.type_map.empty() && c.sel.size() != config.type_map.size())
+      d.fail("model.descriptor.sel", "has " + std::to_string(c.sel.size()) + " entries but model.type_map has " +
+                                         std::to_string(config.type_map.size()) + " elements");
+    d.read_positive({"rcut"}, c.rcut);
+    d.read({"rcut_smth"}, c.rcut_smth, 0.0);
+    if (c.rcut_smth >= c.rcut)
+      d.fail("model.descriptor.rcut_smth", "must be smaller than rcut (rcut_smth = " + detail::JsonSection::shown(json(c.rcut_smth)) +
+                                               ", rcut = " + detail::JsonSection::shown(json(c.rcut)) + ")");
+    d.read_int_list({"neuron"}, c.neuron, 1, false);
+    d.read_integer({"axis_neuron", "n_axis_neuron"}, c.axis_neuron, 1);
+    if (c.axis_neuron > c.neuron.back())
+      d.fail("model.descriptor.axis_neuron", "must not exceed the last embedding width neuron[-1] = " +
+                                                 std::to_string(c.neuron.back()) + ", got " + std::to_string(c.axis_neuron));
+    d.read({"type_one_side"}, c.type_one_side);
+    d.read({"resnet_dt"}, c.resnet_dt);
+    d.read_choice({"activation_function"}, c.activation_function, {"tanh"}, "dpk implements");
+    d.read_choice({"precision"}, c.precision, {"default", "float64", "float32"}, "dpk supports");
+    d.read_seed({"seed"}, c.seed);
+    d.finish({"trainable", "exclude_types", "set_davg_zero", "env_protection", "uniform_seed", "type_map"});
+  }
+
+  // model.fitting_net
+  if (json const* fitting_node = model.section("fitting_net")) {
+    detail::JsonSection f(*fitting_node, "model.fitting_net", config.source, config.warnings);
+    FittingConfig& c = config.fitting;
+    std::string type = "ener";
+    f.read_choice({"type"}, type, {"ener"}, "dpk implements");
+    f.read_int_list({"neuron", "n_neuron"}, c.neuron, 1, true);
+    f.read({"resnet_dt"}, c.resnet_dt);
+    f.read_choice({"activation_function"}, c.activation_function, {"tanh"}, "dpk implements");
+    f.read_choice({"precision"}, c.precision, {"default", "float64", "float32"}, "dpk supports");
+    f.read_seed({"seed"}, c.seed);
+    f.finish({"numb_fparam", "numb_aparam", "trainable", "rcond", "atom_ener", "layer_name", "use_aparam_as_mask",
+              "dim_case_embd", "uniform_seed", "default_fparam"});
+  } else {
+    model.fail("model.fitting_net", "required");
+  }
+  model.finish({"data_stat_nbatch", "data_stat_protect", "data_bias_nsample", "use_srtab", "smin_alpha", "sw_rmin",
+                "sw_rmax", "srtab_add_bias", "type_embedding", "modifier", "compress", "spin", "pair_exclude_types",
+                "atom_exclude_types", "preset_out_bias", "finetune_head", "out_bias", "model_dict"});
+
+  // ---- learning_rate
+  if (json const* lr_node = top.section("learning_rate")) {
+    detail::JsonSection l(*lr_node, "learning_rate", config.source, config.warnings);
+    LearningRateConfig& c = config.learning_rate;
+    l.read_choice({"type"}, c.type, {"exp"}, "dpk implements");
+    l.read_positive({"start_lr"}, c.start_lr);
+    l.read_positive({"stop_lr"}, c.stop_lr);
+    l.read_integer({"decay_steps"}, c.decay_steps, 1);
+    l.read_choice({"scale_by_worker"}, c.scale_by_worker, {"linear", "sqrt", "none"}, "allowed");
+    l.finish({"decay_rate"});
+  }
+
+  // ---- loss
+  if (json const* loss_node = top.section("loss")) {
+    detail::JsonSection l(*loss_node, "loss", config.source, config.warnings);
+    LossConfig& c = config.loss;
+    l.read_choice({"type"}, c.type, {"ener"}, "dpk implements");
+    l.read({"start_pref_e"}, c.start_pref_e, 0.0);
+    l.read({"limit_pref_e"}, c.limit_pref_e, 0.0);
+    l.read({"start_pref_f"}, c.start_pref_f, 0.0);
+    l.read({"limit_pref_f"}, c.limit_pref_f, 0.0);
+    l.read({"start_pref_v"}, c.start_pref_v, 0.0);
+    l.read({"limit_pref_v"}, c.limit_pref_v, 0.0);
+    l.finish({"start_pref_ae", "limit_pref_ae", "start_pref_pf", "limit_pref_pf", "relative_f", "enable_atom_ener_coeff",
+              "start_pref_gf", "limit_pref_gf", "numb_generalized_coord", "use_huber", "huber_delta", "use_l1_all",
+              "inference"});
+  }
+
+  // ---- training
+  json const* training_node = top.section("training");
+  if (training_node == nullptr) top.fail("training", "required");
+  {
+    detail::JsonSection t(*training_node, "training", config.source, config.warnings);
+    TrainingConfig& c = config.training;
+    if (t.section("training_data") == nullptr)
+      t.fail("training.training_data", "required (an object with \"systems\" and \"batch_size\")");
+    c.training_data = detail::parse_data(t, "training_data", base_directory, false);
+    if (json const* validation = t.find({"validation_data"})) {
+      if (!validation->is_null()) {
+        if (!validation->is_object())
+          t.fail("training.validation_data", "expected an object or null, got " + detail::JsonSection::shown(*validation));
+        c.validation_data = detail::parse_data(t, "validation_data", base_directory, true);
+      }
+    }
+    t.read_integer({"numb_steps", "stop_batch"}, c.numb_steps, 0);
+    t.read_seed({"seed"}, c.seed);
+    t.read({"disp_file"}, c.disp_file);
+    t.read_integer({"disp_freq"}, c.disp_freq, 1);
+    t.read_integer({"save_freq"}, c.save_freq, 1);
+    t.read({"save_ckpt"}, c.save_ckpt);
+    // DeePMD-kit reads scale_by_worker from learning_rate; accept it here too unless set there.
+    std::string scale = config.learning_rate.scale_by_worker;
+    t.read_choice({"scale_by_worker"}, scale, {"linear", "sqrt", "none"}, "allowed");
+    if (training_node->contains("scale_by_worker") &&
+        !(root.contains("learning_rate") && root["learning_rate"].contains("scale_by_worker")))
+      config.learning_rate.scale_by_worker = scale;
+    t.finish({"numb_test", "time_training", "profiling", "profiling_file", "disp_training", "tensorboard",
+              "tensorboard_log_dir", "tensorboard_freq", "max_ckpt_keep", "change_bias_after_training",
+              "enable_profiler", "opt_type", "mixed_precision", "gradient_max_norm", "warmup_steps",
+              "warmup_start_factor", "disp_avg", "zero_stage", "stat_file", "data_dict", "fitting_weight",
+              "model_prob", "save_ckpt_keep"});
+  }
+  top.finish({"nvnmd", "optimizer"});
+  return config;
+}
+
+inline InputConfig read_input(std::string const& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("input file '" + path + "': cannot open (missing or unreadable)");
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string base = std::filesystem::path(path).parent_path().string();
+  if (base.empty()) base = ".";
+  return parse_input(text.str(), path, base);
+}
 
 }  // namespace dpk
