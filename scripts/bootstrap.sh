@@ -23,7 +23,8 @@ for arg in "$@"; do
   esac
 done
 
-say() { printf '[bootstrap] %s\n' "$*"; }
+T0=$(date +%s)
+say() { printf '[bootstrap %4ss] %s\n' "$(( $(date +%s) - T0 ))" "$*"; }
 die() { printf '[bootstrap] error: %s\n' "$*" >&2; exit 1; }
 
 SUDO=""
@@ -153,20 +154,65 @@ else
   build_kokkos "$KOKKOS_PREFIX" openmp
 fi
 
+# --------------------------------------------------------------------------- CUDA 11.8 toolchain
+# Debian's nvidia-cuda-toolkit (CUDA 11.8, non-free) with g++-11. Two things make it usable on
+# machines that also carry a newer CUDA (e.g. the CUDA 13 of these machine images):
+#  * $CUDA_TOOLCHAIN/include mirrors the Debian CUDA headers (symlinks). A newer CUDA often
+#    links its headers into /usr/local/include, which g++ searches *before* /usr/include, so
+#    CUDA 11.8's nvcc would otherwise preprocess CUDA 13's cuda_fp16.h (Kokkos_Cuda_Half.hpp
+#    then fails). $CUDA_TOOLCHAIN/bin/nvcc calls Debian's nvcc with -isystem on that folder.
+#  * nvcc_wrapper (Kokkos' compiler wrapper) defaults to `nvcc` from PATH, host compiler `g++`
+#    and -arch=sm_35. The copy installed in the Kokkos prefix defaults instead to the nvcc
+#    above, g++-11 and sm_80, so `cmake --build` works without any environment set
+#    (NVCC_WRAPPER_DEFAULT_COMPILER and CUDA_ROOT still override, as upstream).
+CUDA_TOOLCHAIN="$PREFIX_ROOT/cuda-11.8"
+DEBIAN_NVCC=/usr/lib/nvidia-cuda-toolkit/bin/nvcc
+
+setup_cuda_toolchain() {
+  [ -x "$DEBIAN_NVCC" ] || die "$DEBIAN_NVCC missing after installing nvidia-cuda-toolkit"
+  local version; version=$("$DEBIAN_NVCC" --version | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
+  case "$version" in 11.*) ;; *) die "Debian nvcc reports CUDA '$version'; Kokkos 3.4 needs CUDA 11 (nvidia-cuda-toolkit from bookworm non-free)" ;; esac
+  command -v g++-11 >/dev/null || die "g++-11 missing (CUDA 11.8 supports g++ <= 11)"
+  local stamp="$CUDA_TOOLCHAIN/.stamp" want
+  want="nvcc $version; $(dpkg-query -W -f='${Version}' nvidia-cuda-dev libcub-dev libthrust-dev 2>/dev/null | tr '\n' ' '); layout 1"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return; fi
+  say "preparing CUDA $version toolchain shim in $CUDA_TOOLCHAIN"
+  $SUDO rm -rf "$CUDA_TOOLCHAIN" && $SUDO mkdir -p "$CUDA_TOOLCHAIN/include" "$CUDA_TOOLCHAIN/bin"
+  local name
+  for name in $(dpkg -L nvidia-cuda-dev libcub-dev libthrust-dev 2>/dev/null | sed -n 's|^/usr/include/\([^/]*\).*|\1|p' | sort -u); do
+    [ -e "/usr/include/$name" ] && $SUDO ln -s "/usr/include/$name" "$CUDA_TOOLCHAIN/include/$name"
+  done
+  printf '#!/bin/sh\n# CUDA %s nvcc (Debian), its own headers ahead of any other CUDA in /usr/local/include.\nexec %s -isystem %s "$@"\n' \
+    "$version" "$DEBIAN_NVCC" "$CUDA_TOOLCHAIN/include" | $SUDO tee "$CUDA_TOOLCHAIN/bin/nvcc" >/dev/null
+  $SUDO chmod 755 "$CUDA_TOOLCHAIN/bin/nvcc"
+  # Kokkos' nvcc_wrapper with dpk's defaults (see above).
+  sed -e 's|^default_arch="sm_35"|default_arch="${NVCC_WRAPPER_DEFAULT_ARCH:-sm_80}"|' \
+      -e 's|^host_compiler=${NVCC_WRAPPER_DEFAULT_COMPILER:-"g++"}|host_compiler=${NVCC_WRAPPER_DEFAULT_COMPILER:-"g++-11"}|' \
+      -e "s|^nvcc_compiler=nvcc\$|nvcc_compiler=$CUDA_TOOLCHAIN/bin/nvcc|" \
+      "$(fetch_trilinos)/packages/kokkos/bin/nvcc_wrapper" | $SUDO tee "$CUDA_TOOLCHAIN/bin/nvcc_wrapper" >/dev/null
+  $SUDO chmod 755 "$CUDA_TOOLCHAIN/bin/nvcc_wrapper"
+  for name in 'default_arch="${NVCC_WRAPPER_DEFAULT_ARCH:-sm_80}"' '"g++-11"}' "nvcc_compiler=$CUDA_TOOLCHAIN/bin/nvcc"; do
+    grep -qF "$name" "$CUDA_TOOLCHAIN/bin/nvcc_wrapper" || die "could not patch nvcc_wrapper defaults ($name)"
+  done
+  echo "$want" | $SUDO tee "$stamp" >/dev/null
+}
+
 if [ "$WANT_CUDA" = 1 ]; then
-  apt_install nvidia-cuda-toolkit g++-11
-  if have_kokkos_in "$KOKKOS_CUDA_PREFIX" >/dev/null; then
+  apt_install nvidia-cuda-toolkit nvidia-cuda-dev g++-11
+  setup_cuda_toolchain
+  # Debian's CUDA first on PATH: CMake's FindCUDAToolkit (used by Kokkos) must see CUDA 11.8.
+  export PATH="$CUDA_TOOLCHAIN/bin:/usr/bin:$PATH"
+  if have_kokkos_in "$KOKKOS_CUDA_PREFIX" >/dev/null && [ -x "$KOKKOS_CUDA_PREFIX/bin/nvcc_wrapper" ] \
+     && cmp -s "$CUDA_TOOLCHAIN/bin/nvcc_wrapper" "$KOKKOS_CUDA_PREFIX/bin/nvcc_wrapper"; then
     say "Kokkos (CUDA) cached in $KOKKOS_CUDA_PREFIX"
   else
-    src=$(fetch_trilinos)
-    wrapper="$src/packages/kokkos/bin/nvcc_wrapper"
-    export NVCC_WRAPPER_DEFAULT_COMPILER=g++-11 NVCC_WRAPPER_DEFAULT_ARCH=sm_80
-    export PATH="/usr/bin:$PATH"
     KK_EXTRA=(-DKokkosKernels_ENABLE_TPL_CUBLAS=ON)
-    build_kokkos "$KOKKOS_CUDA_PREFIX" cuda -DCMAKE_CXX_COMPILER="$wrapper" -DKokkos_ENABLE_CUDA=ON \
-      -DKokkos_ENABLE_CUDA_LAMBDA=ON -DKokkos_ARCH_AMPERE80=ON
+    build_kokkos "$KOKKOS_CUDA_PREFIX" cuda -DCMAKE_CXX_COMPILER="$CUDA_TOOLCHAIN/bin/nvcc_wrapper" \
+      -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON -DKokkos_ARCH_AMPERE80=ON
     KK_EXTRA=()
+    $SUDO cp "$CUDA_TOOLCHAIN/bin/nvcc_wrapper" "$KOKKOS_CUDA_PREFIX/bin/nvcc_wrapper"
   fi
+  say "CUDA: configure with: cmake --preset cuda   (compiler $KOKKOS_CUDA_PREFIX/bin/nvcc_wrapper)"
 fi
 
 say "done. Configure with: cmake --preset openmp   (or -DKokkos_ROOT=$KOKKOS_PREFIX)"

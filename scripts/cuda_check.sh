@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Compile-only check of the CUDA build: configure the `cuda` preset (Kokkos CUDA+OpenMP from
+# `scripts/bootstrap.sh --cuda`, nvcc_wrapper + CUDA 11.8 + g++-11, sm_80) and build every
+# target of the tree (headers check, tests, benchmarks, trainer) with nvcc. Nothing is run: there
+# is no GPU here. A host-only call in a kernel, a lambda capturing host memory or a missing
+# KOKKOS_FUNCTION fails the build, and so this script.
+#
+#   scripts/cuda_check.sh [cmake --build args...]
+#   DPK_CUDA_BUILD_DIR   build folder (default build/cuda, the preset's)
+#   DPK_BUILD_JOBS       parallel compile jobs (default: nproc)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+say() { printf '[cuda_check] %s\n' "$*"; }
+die() { printf '[cuda_check] error: %s\n' "$*" >&2; exit 1; }
+
+wrapper=/opt/dpk-deps/kokkos-cuda/bin/nvcc_wrapper
+[ -x "$wrapper" ] || die "$wrapper not found: run scripts/bootstrap.sh --cuda first"
+build_dir="${DPK_CUDA_BUILD_DIR:-build/cuda}"
+jobs="${DPK_BUILD_JOBS:-$(nproc)}"
+start=$(date +%s)
+mkdir -p "$build_dir"
+cfg_log="$build_dir/dpk_cuda_configure.log" build_log="$build_dir/dpk_cuda_build.log"
+
+say "configure (preset cuda) in $build_dir"
+cmake --preset cuda -B "$build_dir" >"$cfg_log" 2>&1 \
+  || { cat "$cfg_log" >&2; die "configure failed (log: $cfg_log)"; }
+grep -E '^-- (dpk|Kokkos|Found MPI|The CXX)' "$cfg_log" || true
+compiler=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build_dir/CMakeCache.txt")
+case "$compiler" in *nvcc_wrapper) ;; *) die "configured compiler is '$compiler', not nvcc_wrapper" ;; esac
+cudart=$(sed -n 's/^CUDA_cudart_LIBRARY:[A-Z]*=//p' "$build_dir/CMakeCache.txt")
+case "$cudart" in ""|/usr/lib/x86_64-linux-gnu/*|/usr/lib/nvidia-cuda-toolkit/*) ;;
+  *) die "CUDA runtime resolved to $cudart (expected Debian's CUDA 11.8); check PATH/CUDAToolkit_ROOT" ;; esac
+targets=$(cmake --build "$build_dir" --target help | sed -n 's/^\.\.\. \([A-Za-z0-9_]*\).*/\1/p' \
+  | grep -v -x -E 'all|clean|depend|edit_cache|rebuild_cache|install|install/local|install/strip|list_install_components|test' | tr '\n' ' ')
+say "targets: $targets"
+
+# -k: keep going, so one run reports every translation unit that fails under nvcc.
+# -l: only parallel as long as the load allows (machine shared with other builds).
+set +e
+PATH="/opt/dpk-deps/cuda-11.8/bin:/usr/bin:$PATH" NVCC_WRAPPER_DEFAULT_COMPILER=g++-11 \
+  cmake --build "$build_dir" -j "$jobs" "$@" -- -k 2>&1 | tee "$build_log" \
+  | grep --line-buffered -E '^\[ *[0-9]+%\] (Building|Linking)|error|Error|warning #|Built target'
+status=${PIPESTATUS[0]}
+set -e
+elapsed=$(( $(date +%s) - start ))
+if [ "$status" != 0 ]; then
+  say "FAILED after ${elapsed} s; errors (full log: $build_log):"
+  grep -E 'error' "$build_log" | grep -v -E '^make|gmake' | sort -u | head -60 >&2
+  exit 1
+fi
+say "every target compiled with nvcc ($($wrapper --version 2>/dev/null | sed -n 's/.*\(release [0-9.]*\).*/CUDA \1/p'), host $(g++-11 -dumpfullversion 2>/dev/null | sed 's/^/g++ /')) in ${elapsed} s"
