@@ -1,0 +1,103 @@
+#pragma once
+/// \file neighbor_list.hpp
+/// \brief DeePMD-kit's formatted neighbour list (per-type blocks of `sel[t]` slots) and its
+/// reverse index (for every atom, the (centre, slot) pairs that point at it).
+
+#include <dpk/core/error.hpp>
+#include <dpk/core/types.hpp>
+
+#include <string>
+#include <vector>
+
+namespace dpk {
+
+/// Formatted neighbour list of a batch (SPEC.md section 2).
+///
+/// Atom a of the batch is atom a % natoms of frame a / natoms. Rows [0, nloc) are valid; the
+/// Views may be larger (workspaces grow, never shrink), so consumers use `nloc`, not extents.
+/// Slot block t = [sel_offset[t], sel_offset[t] + sel[t]) holds neighbours of type t sorted by
+/// distance; its first count(i, t) slots are filled, the rest hold index -1 and rij 0.
+template <class Scalar, class MemorySpace>
+struct NeighborList {
+  static_assert(Kokkos::is_memory_space<MemorySpace>::value, "MemorySpace must be a Kokkos memory space");
+  int nloc = 0;    ///< centre atoms (all atoms of the batch)
+  int nnei = 0;    ///< slots per centre, sum(sel)
+  int ntypes = 0;  ///< neighbour types (blocks)
+  /// (nloc, nnei): neighbour atom index in the batch (the owner atom for periodic images), -1 = empty.
+  View2<int, MemorySpace> index{"dpk::neighbor::index", 0, 0};
+  /// (nloc, nnei, 3): r_neighbour_image - r_centre, 0 for empty slots.
+  View3<Scalar, MemorySpace> rij{"dpk::neighbor::rij", 0, 0, 3};
+  /// (nloc, ntypes): filled slots of block t (always the first slots of the block).
+  View2<int, MemorySpace> count{"dpk::neighbor::count", 0, 0};
+  std::vector<int> sel;         ///< host: slots per neighbour type
+  std::vector<int> sel_offset;  ///< host: first slot of each block, ntypes + 1 entries
+  long dropped = 0;             ///< host: neighbours dropped beyond sel in the last build, summed over centres
+
+  /// Reverse index (filled by NeighborSearch::build or build_reverse_neighbors): the pairs that
+  /// point at atom n are reverse_pair[reverse_offset[n] .. reverse_offset[n+1]), each stored as
+  /// centre * nnei + slot, in ascending order. Lets the force product gather instead of scatter.
+  View1<int, MemorySpace> reverse_offset{"dpk::neighbor::reverse_offset", 0};
+  View1<int, MemorySpace> reverse_pair{"dpk::neighbor::reverse_pair", 0};
+  int reverse_nloc = -1;  ///< nloc for which the reverse index was built (-1: not built)
+  /// Cursor workspace of the reverse fill.
+  View1<int, MemorySpace> reverse_cursor{"dpk::neighbor::reverse_cursor", 0};
+};
+
+/// Fills list.reverse_offset / reverse_pair from list.index (counting sort by neighbour atom,
+/// then each atom's segment sorted so results do not depend on the thread count).
+/// NeighborSearch::build calls this; call it yourself only for lists filled by hand.
+template <class Scalar, class ExecutionSpace>
+void build_reverse_neighbors(ExecutionSpace const& space,
+                             NeighborList<Scalar, typename ExecutionSpace::memory_space>& list) {
+  int const nloc = list.nloc, nnei = list.nnei;
+  require(nloc >= 0 && nnei >= 0, "build_reverse_neighbors: negative nloc or nnei");
+  ensure_extent(list.reverse_offset, nloc + 1);
+  ensure_extent(list.reverse_cursor, nloc + 1);
+  ensure_extent(list.reverse_pair, std::size_t(nloc) * std::size_t(nnei) + 1);
+  auto index = list.index;
+  auto offset = list.reverse_offset;
+  auto cursor = list.reverse_cursor;
+  auto pair = list.reverse_pair;
+  using Range = Kokkos::RangePolicy<ExecutionSpace>;
+  Kokkos::deep_copy(space, Kokkos::subview(cursor, std::make_pair(0, nloc + 1)), 0);
+  Kokkos::parallel_for(
+      "dpk::neighbor::ReverseCount", Range(space, 0, nloc), KOKKOS_LAMBDA(int i) {
+        for (int s = 0; s < nnei; ++s) {
+          int const n = index(i, s);
+          if (n >= 0) Kokkos::atomic_increment(&cursor(n));
+        }
+      });
+  Kokkos::parallel_scan(
+      "dpk::neighbor::ReverseOffsets", Range(space, 0, nloc + 1),
+      KOKKOS_LAMBDA(int n, int& partial, bool final) {
+        int const c = n < nloc ? cursor(n) : 0;
+        if (final) offset(n) = partial;
+        partial += c;
+      });
+  Kokkos::parallel_for(
+      "dpk::neighbor::ReverseCursor", Range(space, 0, nloc), KOKKOS_LAMBDA(int n) { cursor(n) = offset(n); });
+  Kokkos::parallel_for(
+      "dpk::neighbor::ReverseFill", Range(space, 0, nloc), KOKKOS_LAMBDA(int i) {
+        for (int s = 0; s < nnei; ++s) {
+          int const n = index(i, s);
+          if (n >= 0) pair(Kokkos::atomic_fetch_add(&cursor(n), 1)) = i * nnei + s;
+        }
+      });
+  Kokkos::parallel_for(
+      "dpk::neighbor::ReverseSort", Range(space, 0, nloc), KOKKOS_LAMBDA(int n) {
+        // Insertion sort: segments are short and nearly sorted (filled in centre order per thread).
+        int const begin = offset(n), end = offset(n + 1);
+        for (int a = begin + 1; a < end; ++a) {
+          int const value = pair(a);
+          int b = a;
+          while (b > begin && pair(b - 1) > value) {
+            pair(b) = pair(b - 1);
+            --b;
+          }
+          pair(b) = value;
+        }
+      });
+  list.reverse_nloc = nloc;
+}
+
+}  // namespace dpk
