@@ -2,9 +2,12 @@
 // Bad-input fixtures are written by the tests themselves into a scratch folder (no Python needed).
 #include <doctest/doctest.h>
 
-#include <dpk/io/npy.hpp>
+#include <dpk/io.hpp>
 
 #include <cmath>
+#include <limits>
+#include <map>
+#include <set>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -174,6 +177,257 @@ TEST_CASE("npy bad input: each problem is one clear error naming the file") {
     check_error([&] { dpk::read_npy(path("hdr.npy")); }, {"hdr.npy", "shape"});
     write_bytes(dir / "nokey.npy", npy_v1("{'descr': '<f8', 'shape': (2, 2), }", good_f8));
     check_error([&] { dpk::read_npy(path("nokey.npy")); }, {"nokey.npy", "fortran_order"});
+  }
+  fs::remove_all(dir);
+}
+
+// ------------------------------------------------------------------------------ fixtures
+
+namespace {
+
+std::string const water_data = std::string(DPK_SOURCE_DIR) + "/examples/water/data";
+std::string const water_input = std::string(DPK_SOURCE_DIR) + "/examples/water/se_e2_a/input.json";
+
+/// A small deepmd/npy system: 3 atoms (types 0 1 1, elements O H), `sets` sets of `frames`
+/// frames each, float64 arrays (float32 when `f32`), values that are easy to predict.
+struct TinySystem {
+  fs::path dir;
+  int natoms = 3;
+  std::vector<int> types = {0, 1, 1};
+  std::vector<std::string> elements = {"O", "H"};
+
+  TinySystem(fs::path d, int sets = 1, int frames = 2, bool virial = false, bool f32 = false) : dir(std::move(d)) {
+    fs::create_directories(dir);
+    write_types();
+    write_bytes(dir / "type_map.raw", "O\nH\n");
+    for (int s = 0; s < sets; ++s) write_set(s, frames, virial, f32);
+  }
+  void write_types() const {
+    std::string text;
+    for (int t : types) text += std::to_string(t) + "\n";
+    write_bytes(dir / "type.raw", text);
+  }
+  fs::path set_dir(int s) const {
+    char name[16];
+    std::snprintf(name, sizeof name, "set.%03d", s);
+    return dir / name;
+  }
+  /// Value of coordinate component c of atom a in frame f of set s.
+  static double coord_value(int s, int f, int a, int c) { return 10.0 * s + f + 0.1 * a + 0.01 * c; }
+  void write_array(int s, std::string const& name, std::vector<std::size_t> shape, std::vector<double> const& v,
+                   bool f32 = false) const {
+    fs::create_directories(set_dir(s));
+    dpk::write_npy((set_dir(s) / name).string(), shape, v.data(), dpk::NpyWriteOptions{f32 ? "<f4" : "<f8", 1, false});
+  }
+  void write_set(int s, int frames, bool virial, bool f32) const {
+    std::size_t const nf = std::size_t(frames), n3 = std::size_t(natoms) * 3;
+    std::vector<double> coord(nf * n3), force(nf * n3), box(nf * 9, 0.0), energy(nf), vir(nf * 9);
+    for (int f = 0; f < frames; ++f) {
+      for (int a = 0; a < natoms; ++a)
+        for (int c = 0; c < 3; ++c) {
+          coord[std::size_t(f) * n3 + std::size_t(a * 3 + c)] = coord_value(s, f, a, c);
+          force[std::size_t(f) * n3 + std::size_t(a * 3 + c)] = -0.5 * coord_value(s, f, a, c);
+        }
+      box[std::size_t(f) * 9 + 0] = box[std::size_t(f) * 9 + 4] = box[std::size_t(f) * 9 + 8] = 8.0 + s;
+      energy[std::size_t(f)] = -100.0 - 10.0 * s - f;
+      for (int k = 0; k < 9; ++k) vir[std::size_t(f) * 9 + std::size_t(k)] = 0.125 * k + s + f;
+    }
+    write_array(s, "coord.npy", {nf, n3}, coord, f32);
+    write_array(s, "force.npy", {nf, n3}, force, f32);
+    write_array(s, "box.npy", {nf, 9}, box, f32);
+    write_array(s, "energy.npy", {nf}, energy, f32);
+    if (virial) write_array(s, "virial.npy", {nf, 9}, vir, f32);
+  }
+};
+
+/// Reads a first float32 value of an npy file straight from its bytes (independent of read_npy).
+float first_float32(std::string const& path) {
+  std::string const bytes = read_bytes(path);
+  REQUIRE(bytes.size() > 10);
+  std::size_t const header = std::size_t((unsigned char)bytes[8]) | (std::size_t((unsigned char)bytes[9]) << 8);
+  float value;
+  std::memcpy(&value, bytes.data() + 10 + header, 4);
+  return value;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------ systems
+
+TEST_CASE("water example: 4 systems of 192 atoms, 80/160/80/80 frames, values as stored") {
+  std::vector<std::string> paths;
+  for (int i = 0; i < 4; ++i) paths.push_back(water_data + "/data_" + std::to_string(i));
+  std::vector<dpk::System> const systems = dpk::read_systems(paths, {"O", "H"});
+  REQUIRE(systems.size() == 4);
+  int const frames[4] = {80, 160, 80, 80};
+  for (int i = 0; i < 4; ++i) {
+    dpk::System const& s = systems[std::size_t(i)];
+    CHECK(s.natoms == 192);
+    CHECK(s.nframes == frames[i]);
+    CHECK(s.periodic);
+    CHECK_FALSE(s.has_virial);
+    CHECK(s.type_map == std::vector<std::string>{"O", "H"});
+    CHECK(s.coord.size() == std::size_t(frames[i]) * 192 * 3);
+    CHECK(s.force.size() == std::size_t(frames[i]) * 192 * 3);
+    CHECK(s.box.size() == std::size_t(frames[i]) * 9);
+    CHECK(s.energy.size() == std::size_t(frames[i]));
+    CHECK(std::count(s.types.begin(), s.types.end(), 0) == 64);
+    CHECK(std::count(s.types.begin(), s.types.end(), 1) == 128);
+    CHECK(s.coord[0] == double(first_float32(paths[std::size_t(i)] + "/set.000/coord.npy")));
+    CHECK(s.energy[0] == double(first_float32(paths[std::size_t(i)] + "/set.000/energy.npy")));
+    CHECK(s.box[0] == doctest::Approx(12.444661).epsilon(1e-6));
+    CHECK(s.energy[0] / 192 == doctest::Approx(-155.956).epsilon(1e-3));
+  }
+  // data_1's second set follows its first.
+  CHECK(systems[1].coord[80 * 192 * 3] == double(first_float32(paths[1] + "/set.001/coord.npy")));
+  // Without a model type_map the file's indices are kept.
+  CHECK(dpk::read_system(paths[0], {}).types == systems[0].types);
+}
+
+TEST_CASE("type remapping by element name with a reversed type_map") {
+  dpk::System const plain = dpk::read_system(water_data + "/data_0", {"O", "H"});
+  dpk::System const reversed = dpk::read_system(water_data + "/data_0", {"H", "O"});
+  REQUIRE(plain.types.size() == reversed.types.size());
+  for (std::size_t a = 0; a < plain.types.size(); ++a) CHECK(reversed.types[a] == 1 - plain.types[a]);
+  // A model with more elements than the data: indices follow the model's order.
+  dpk::System const wider = dpk::read_system(water_data + "/data_0", {"C", "H", "N", "O"});
+  for (std::size_t a = 0; a < plain.types.size(); ++a) CHECK(wider.types[a] == (plain.types[a] == 0 ? 3 : 1));
+}
+
+TEST_CASE("small systems: several sets, float32/float64, virial, nopbc, string expansion") {
+  fs::path const dir = scratch("small_systems");
+  TinySystem const two_sets(dir / "root" / "a", 2, 3, true);
+  TinySystem const single(dir / "root" / "b" / "inner", 1, 2, false, true);
+  dpk::System a = dpk::read_system(two_sets.dir.string(), {"O", "H"});
+  CHECK(a.nframes == 6);
+  CHECK(a.has_virial);
+  CHECK(a.virial.size() == 6 * 9);
+  CHECK(a.coord[(3 * 9) + 4] == TinySystem::coord_value(1, 0, 1, 1));  // frame 3 = set.001 frame 0
+  CHECK(a.energy[4] == -111.0);
+  CHECK(a.virial[9 * 5 + 8] == 0.125 * 8 + 1 + 2);
+  dpk::System b = dpk::read_system(single.dir.string(), {});
+  CHECK(b.nframes == 2);
+  CHECK(b.coord[4] == double(float(TinySystem::coord_value(0, 0, 1, 1))));
+
+  // virial.npy in only one of two sets: no virial for the system.
+  fs::remove(two_sets.set_dir(1) / "virial.npy");
+  CHECK_FALSE(dpk::read_system(two_sets.dir.string(), {}).has_virial);
+
+  // nopbc: box.npy optional, box zeros, periodic false.
+  write_bytes(single.dir / "nopbc", "");
+  fs::remove(single.set_dir(0) / "box.npy");
+  dpk::System n = dpk::read_system(single.dir.string(), {});
+  CHECK_FALSE(n.periodic);
+  CHECK(n.box == std::vector<double>(2 * 9, 0.0));
+
+  // A string `systems` expands to every folder with type.raw below it, sorted.
+  std::vector<std::string> found = dpk::expand_systems((dir / "root").string());
+  CHECK(found == std::vector<std::string>{two_sets.dir.string(), single.dir.string()});
+  fs::remove_all(dir);
+}
+
+TEST_CASE("deepmd/npy bad input: each problem is one error naming the file") {
+  fs::path const dir = scratch("system_bad");
+  TinySystem sys(dir / "sys", 1, 2);
+  std::string const path = sys.dir.string();
+  auto read = [&] { dpk::read_system(path, {"O", "H"}); };
+
+  SUBCASE("coord shape disagrees with type.raw") {
+    sys.write_array(0, "coord.npy", {2, 8}, std::vector<double>(16, 1.0));
+    check_error(read, {"coord.npy", "(nframes, 9)", "3 atoms", "(2, 8)"});
+  }
+  SUBCASE("force shape disagrees with coord/type.raw") {
+    sys.write_array(0, "force.npy", {2, 6}, std::vector<double>(12, 1.0));
+    check_error(read, {"force.npy", "expected shape (2, 9)", "got (2, 6)"});
+  }
+  SUBCASE("frame count disagrees between files") {
+    sys.write_array(0, "energy.npy", {3}, std::vector<double>(3, 1.0));
+    check_error(read, {"energy.npy", "expected shape (2,)", "got (3,)"});
+  }
+  SUBCASE("box shape") {
+    sys.write_array(0, "box.npy", {2, 3}, std::vector<double>(6, 1.0));
+    check_error(read, {"box.npy", "(2, 9)"});
+  }
+  SUBCASE("missing set directory") {
+    fs::remove_all(sys.set_dir(0));
+    check_error(read, {path, "no set.* directory"});
+  }
+  SUBCASE("missing array file") {
+    fs::remove(sys.set_dir(0) / "energy.npy");
+    check_error(read, {"set.000/energy.npy", "missing"});
+    fs::remove(sys.set_dir(0) / "box.npy");
+    check_error(read, {"set.000/box.npy", "missing"});
+  }
+  SUBCASE("missing type.raw or not a directory") {
+    fs::remove(sys.dir / "type.raw");
+    check_error(read, {"type.raw", "cannot open"});
+    check_error([&] { dpk::read_system((dir / "nowhere").string(), {}); }, {"nowhere", "not a directory"});
+  }
+  SUBCASE("type index beyond type_map.raw") {
+    sys.types = {0, 2, 1};
+    sys.write_types();
+    check_error(read, {"type.raw", "atom 1", "type index 2", "type_map.raw"});
+  }
+  SUBCASE("type index beyond the model's type_map without type_map.raw") {
+    fs::remove(sys.dir / "type_map.raw");
+    sys.types = {0, 2, 1};
+    sys.write_types();
+    check_error(read, {"type.raw", "type index 2", "model's type_map"});
+  }
+  SUBCASE("malformed type.raw") {
+    write_bytes(sys.dir / "type.raw", "0\n1\nx\n");
+    check_error(read, {"type.raw", "atom 2", "'x'"});
+    write_bytes(sys.dir / "type.raw", "0\n-1\n1\n");
+    check_error(read, {"type.raw", "atom 1", "'-1'"});
+  }
+  SUBCASE("element missing from the model's type_map") {
+    check_error([&] { dpk::read_system(path, {"H", "C"}); }, {"type_map.raw", "element 'O'", "[H, C]"});
+  }
+  SUBCASE("NaN in coordinates") {
+    std::vector<double> coord(18, 1.0);
+    coord[9 + 4] = std::numeric_limits<double>::quiet_NaN();
+    sys.write_array(0, "coord.npy", {2, 9}, coord);
+    check_error(read, {"coord.npy", "NaN", "frame 1"});
+  }
+  SUBCASE("Inf in labels and box") {
+    std::vector<double> force(18, 1.0);
+    force[3] = std::numeric_limits<double>::infinity();
+    sys.write_array(0, "force.npy", {2, 9}, force, true);  // float32 Inf too
+    check_error(read, {"force.npy", "Inf", "frame 0"});
+    sys.write_set(0, 2, false, false);
+    sys.write_array(0, "energy.npy", {2}, {1.0, -std::numeric_limits<double>::infinity()});
+    check_error(read, {"energy.npy", "Inf", "frame 1"});
+    sys.write_set(0, 2, false, false);
+    std::vector<double> box(18, 1.0);
+    box[17] = std::numeric_limits<double>::quiet_NaN();
+    sys.write_array(0, "box.npy", {2, 9}, box);
+    check_error(read, {"box.npy", "NaN", "frame 1"});
+  }
+  SUBCASE("NaN in virial") {
+    std::vector<double> vir(18, 1.0);
+    vir[0] = std::numeric_limits<double>::quiet_NaN();
+    sys.write_array(0, "virial.npy", {2, 9}, vir);
+    check_error(read, {"virial.npy", "NaN", "frame 0"});
+  }
+  SUBCASE("empty system: no atoms") {
+    write_bytes(sys.dir / "type.raw", "\n");
+    check_error(read, {path, "empty system"});
+  }
+  SUBCASE("empty system: no frames") {
+    fs::remove_all(sys.set_dir(0));
+    sys.write_array(0, "coord.npy", {0, 9}, {});
+    sys.write_array(0, "box.npy", {0, 9}, {});
+    sys.write_array(0, "energy.npy", {0}, {});
+    sys.write_array(0, "force.npy", {0, 9}, {});
+    check_error(read, {path, "empty system"});
+  }
+  SUBCASE("a bad npy inside a system names the file") {
+    write_bytes(sys.set_dir(0) / "force.npy", "garbage");
+    check_error(read, {"set.000/force.npy", "not an npy file"});
+  }
+  SUBCASE("no systems") {
+    check_error([&] { dpk::read_systems({}, {}); }, {"no systems"});
+    check_error([&] { dpk::expand_systems(dir.string() + "/sys/set.000"); }, {"set.000", "no directory containing type.raw"});
   }
   fs::remove_all(dir);
 }

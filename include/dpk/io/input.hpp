@@ -336,7 +336,9 @@ inline DataConfig parse_data(JsonSection& parent, char const* name, std::string 
   if (systems == nullptr) s.fail(systems_path, "required (a folder or a list of system folders)");
   auto resolve = [&](std::string const& p) {
     fs::path const q(p);
-    return (q.is_absolute() ? q : fs::path(base_directory) / q).lexically_normal().string();
+    fs::path r = (q.is_absolute() ? q : fs::path(base_directory) / q).lexically_normal();
+    if (r.filename().empty() && r.has_parent_path()) r = r.parent_path();  // "data_0/" -> "data_0"
+    return r.string();
   };
   if (systems->is_string()) {
     // A string is a folder: every directory below it holding type.raw is a system (sorted).

@@ -1,0 +1,373 @@
+#pragma once
+/// \file data_sampler.hpp
+/// \brief Batches of frames drawn from deepmd/npy systems as DeePMD-kit draws them, and their
+/// upload to the device (dpk::Frames / dpk::Labels).
+///
+/// Random mode (training): a system is chosen with probability proportional to its frame count
+/// (DeePMD-kit's `prob_sys_size`; other weights may be given), then the next `batch_size` frames
+/// of that system's shuffled frame order are taken; the order is reshuffled when fewer than
+/// `batch_size` frames are left. Sequential mode (validation/test): every frame of every system in
+/// order, batch by batch. The random stream is std::mt19937_64 with dpk's own integer and real
+/// draws, so batches are the same on every platform for a given seed.
+
+#include <dpk/core/error.hpp>
+#include <dpk/core/frames.hpp>
+#include <dpk/io/input.hpp>
+#include <dpk/io/system.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dpk {
+
+/// A batch of frames of one system on the host, in float64.
+struct HostBatch {
+  int system = -1;                 ///< index of the system in the sampler's list
+  int nframes = 0, natoms = 0;
+  bool periodic = true, has_virial = false;
+  std::vector<int> frames;         ///< frame indices inside the system, in batch order
+  std::vector<int> types;          ///< natoms (the same for every frame)
+  std::vector<double> coord;       ///< nframes x natoms x 3
+  std::vector<double> box;         ///< nframes x 9 (zeros when !periodic)
+  std::vector<double> energy;      ///< nframes
+  std::vector<double> force;       ///< nframes x natoms x 3
+  std::vector<double> virial;      ///< nframes x 9 when has_virial, else empty
+};
+
+/// How a DataSampler walks its systems.
+enum class SamplingMode {
+  random,     ///< training: weighted system choice, shuffled frames
+  sequential  ///< validation/test: all frames of all systems in order
+};
+
+/// Options of a DataSampler beyond the batch size and seed.
+struct SamplerOptions {
+  SamplingMode mode = SamplingMode::random;
+  /// Per-system weights of the system choice (need not sum to 1); empty = proportional to the
+  /// frame counts (DeePMD-kit's prob_sys_size).
+  std::vector<double> weights;
+};
+
+/// Per-system weights for `data`: its sys_probs if given, equal weights for "prob_uniform",
+/// else the frame counts ("prob_sys_size").
+inline std::vector<double> system_weights(DataConfig const& data, std::vector<System> const& systems) {
+  if (!data.sys_probs.empty()) {
+    require(data.sys_probs.size() == systems.size(), "sys_probs has " + std::to_string(data.sys_probs.size()) +
+                                                         " entries for " + std::to_string(systems.size()) + " systems");
+    return data.sys_probs;
+  }
+  std::vector<double> w(systems.size());
+  for (std::size_t s = 0; s < systems.size(); ++s)
+    w[s] = data.auto_prob == "prob_uniform" ? 1.0 : double(systems[s].nframes);
+  return w;
+}
+
+/// Draws batches of frames from a list of systems (see the file comment for the rules).
+class DataSampler {
+ public:
+  /// Sampler over `systems` (non-empty) with `batch_size` frames per batch (auto sizes per
+  /// system's atom count, at most the system's frame count), deterministic from `seed`.
+  DataSampler(std::vector<System> systems, BatchSize batch_size, std::uint64_t seed, SamplerOptions options = {})
+      : systems_(std::move(systems)), batch_size_(std::move(batch_size)), mode_(options.mode), engine_(seed) {
+    require(!systems_.empty(), "DataSampler: no systems given");
+    require(batch_size_.per_system.empty() || batch_size_.per_system.size() == systems_.size(),
+            "DataSampler: batch_size list has " + std::to_string(batch_size_.per_system.size()) + " entries for " +
+                std::to_string(systems_.size()) + " systems");
+    weights_ = options.weights;
+    if (weights_.empty())
+      for (auto const& s : systems_) weights_.push_back(double(s.nframes));
+    require(weights_.size() == systems_.size(), "DataSampler: " + std::to_string(weights_.size()) +
+                                                    " weights for " + std::to_string(systems_.size()) + " systems");
+    double total = 0;
+    for (double w : weights_) {
+      require(w >= 0, "DataSampler: negative system weight");
+      total += w;
+    }
+    require(total > 0, "DataSampler: system weights sum to zero");
+    cumulative_.resize(weights_.size());
+    double running = 0;
+    for (std::size_t s = 0; s < weights_.size(); ++s) cumulative_[s] = (running += weights_[s] / total);
+    cumulative_.back() = 1.0;
+    for (std::size_t s = 0; s < systems_.size(); ++s) {
+      require(systems_[s].nframes > 0, "DataSampler: system '" + systems_[s].path + "' is empty");
+      require(frames_per_batch(int(s)) > 0, "DataSampler: batch size of system '" + systems_[s].path + "' is zero");
+    }
+    order_.resize(systems_.size());
+    cursor_.assign(systems_.size(), 0);
+    for (std::size_t s = 0; s < systems_.size(); ++s) {
+      order_[s].resize(std::size_t(systems_[s].nframes));
+      for (int f = 0; f < systems_[s].nframes; ++f) order_[s][std::size_t(f)] = f;
+      if (mode_ == SamplingMode::random) shuffle(order_[s]);
+    }
+  }
+
+  /// The next batch (random or sequential, by mode).
+  HostBatch next() {
+    HostBatch out;
+    next(out);
+    return out;
+  }
+
+  /// The next batch, written into `out` (reusing its vectors' capacity).
+  void next(HostBatch& out) {
+    if (mode_ == SamplingMode::sequential) {
+      int const s = sequential_system_;
+      int const first = sequential_frame_;
+      int const n = std::min(frames_per_batch(s), systems_[std::size_t(s)].nframes - first);
+      batch(s, first, n, out);
+      sequential_frame_ += n;
+      if (sequential_frame_ >= systems_[std::size_t(s)].nframes) {
+        sequential_frame_ = 0;
+        sequential_system_ = (s + 1) % int(systems_.size());
+      }
+      return;
+    }
+    int const s = choose_system();
+    std::vector<int>& order = order_[std::size_t(s)];
+    int const n = frames_per_batch(s);
+    if (cursor_[std::size_t(s)] + std::size_t(n) > order.size()) {
+      shuffle(order);
+      cursor_[std::size_t(s)] = 0;
+    }
+    std::vector<int> const frames(order.begin() + std::ptrdiff_t(cursor_[std::size_t(s)]),
+                                  order.begin() + std::ptrdiff_t(cursor_[std::size_t(s)] + std::size_t(n)));
+    cursor_[std::size_t(s)] += std::size_t(n);
+    gather(s, frames, out);
+  }
+
+  /// Frames [first_frame, first_frame + nframes) of `system`, in order (for evaluation).
+  HostBatch batch(int system, int first_frame, int nframes) const {
+    HostBatch out;
+    batch(system, first_frame, nframes, out);
+    return out;
+  }
+
+  /// As above, written into `out`.
+  void batch(int system, int first_frame, int nframes, HostBatch& out) const {
+    require(system >= 0 && std::size_t(system) < systems_.size(),
+            "DataSampler::batch: system " + std::to_string(system) + " out of range");
+    int const total = systems_[std::size_t(system)].nframes;
+    require(first_frame >= 0 && nframes > 0 && first_frame + nframes <= total,
+            "DataSampler::batch: frames [" + std::to_string(first_frame) + ", " + std::to_string(first_frame + nframes) +
+                ") outside system '" + systems_[std::size_t(system)].path + "' of " + std::to_string(total) + " frames");
+    std::vector<int> frame_indices(static_cast<std::size_t>(nframes));
+    for (int i = 0; i < nframes; ++i) frame_indices[std::size_t(i)] = first_frame + i;
+    gather(system, frame_indices, out);
+  }
+
+  /// Frames per batch of `system`: the batch size for its atom count, at most its frame count.
+  int frames_per_batch(int system) const {
+    System const& s = systems_[std::size_t(system)];
+    return std::min(batch_size_.frames_for(std::size_t(system), s.natoms), s.nframes);
+  }
+
+  /// Batches that sequential mode takes to visit every frame once.
+  long batches_per_epoch() const {
+    long n = 0;
+    for (std::size_t s = 0; s < systems_.size(); ++s) {
+      int const b = frames_per_batch(int(s));
+      n += (systems_[s].nframes + b - 1) / b;
+    }
+    return n;
+  }
+
+  /// The systems, in the order given.
+  std::vector<System> const& systems() const { return systems_; }
+  /// Probability of choosing each system in random mode.
+  std::vector<double> probabilities() const {
+    std::vector<double> p(cumulative_.size());
+    for (std::size_t s = 0; s < p.size(); ++s) p[s] = cumulative_[s] - (s ? cumulative_[s - 1] : 0.0);
+    return p;
+  }
+  /// The batch size this sampler was made with.
+  BatchSize const& batch_size() const { return batch_size_; }
+  /// Sampling mode.
+  SamplingMode mode() const { return mode_; }
+
+  /// The whole sampling state (random engine, frame orders, positions) as text, for checkpoints.
+  std::string rng_state() const {
+    std::ostringstream out;
+    out << "dpk::DataSampler 1\n" << engine_ << "\n" << systems_.size() << " " << sequential_system_ << " "
+        << sequential_frame_ << "\n";
+    for (std::size_t s = 0; s < systems_.size(); ++s) {
+      out << order_[s].size() << " " << cursor_[s];
+      for (int f : order_[s]) out << " " << f;
+      out << "\n";
+    }
+    return out.str();
+  }
+
+  /// Restores a state from rng_state() of a sampler over the same systems; throws when the text
+  /// is not such a state.
+  void set_rng_state(std::string const& state) {
+    std::istringstream in(state);
+    std::string tag;
+    int version = 0;
+    in >> tag >> version;
+    require(in && tag == "dpk::DataSampler" && version == 1, "DataSampler::set_rng_state: not a sampler state");
+    std::mt19937_64 engine;
+    in >> engine;
+    std::size_t nsystems = 0;
+    int seq_system = 0, seq_frame = 0;
+    in >> nsystems >> seq_system >> seq_frame;
+    require(in && nsystems == systems_.size(), "DataSampler::set_rng_state: state is for " + std::to_string(nsystems) +
+                                                   " systems, this sampler has " + std::to_string(systems_.size()));
+    std::vector<std::vector<int>> order(nsystems);
+    std::vector<std::size_t> cursor(nsystems);
+    for (std::size_t s = 0; s < nsystems; ++s) {
+      std::size_t n = 0;
+      in >> n >> cursor[s];
+      require(in && n == std::size_t(systems_[s].nframes) && cursor[s] <= n,
+              "DataSampler::set_rng_state: state does not match system '" + systems_[s].path + "'");
+      order[s].resize(n);
+      for (auto& f : order[s]) {
+        in >> f;
+        require(in && f >= 0 && std::size_t(f) < n, "DataSampler::set_rng_state: corrupt frame order");
+      }
+    }
+    require(seq_system >= 0 && std::size_t(seq_system) < nsystems && seq_frame >= 0 &&
+                seq_frame < systems_[std::size_t(seq_system)].nframes,
+            "DataSampler::set_rng_state: corrupt sequential position");
+    engine_ = engine;
+    order_ = std::move(order);
+    cursor_ = std::move(cursor);
+    sequential_system_ = seq_system;
+    sequential_frame_ = seq_frame;
+  }
+
+ private:
+  /// Uniform integer in [0, n) without modulo bias (platform-independent, unlike std distributions).
+  std::uint64_t uniform_below(std::uint64_t n) {
+    std::uint64_t const limit = std::uint64_t(-1) - (std::uint64_t(-1) % n + 1) % n;
+    std::uint64_t x;
+    do x = engine_();
+    while (x > limit);
+    return x % n;
+  }
+  /// Uniform real in [0, 1) with 53 random bits.
+  double uniform_real() { return double(engine_() >> 11) * (1.0 / 9007199254740992.0); }
+  /// Fisher-Yates shuffle with uniform_below.
+  void shuffle(std::vector<int>& v) {
+    for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[std::size_t(uniform_below(i))]);
+  }
+  int choose_system() {
+    if (systems_.size() == 1) return 0;
+    double const u = uniform_real();
+    for (std::size_t s = 0; s < cumulative_.size(); ++s)
+      if (u < cumulative_[s]) return int(s);
+    return int(cumulative_.size() - 1);
+  }
+  void gather(int system, std::vector<int> const& frames, HostBatch& out) const {
+    System const& s = systems_[std::size_t(system)];
+    std::size_t const na = std::size_t(s.natoms);
+    out.system = system;
+    out.nframes = int(frames.size());
+    out.natoms = s.natoms;
+    out.periodic = s.periodic;
+    out.has_virial = s.has_virial;
+    out.frames = frames;
+    out.types = s.types;
+    out.coord.resize(frames.size() * na * 3);
+    out.force.resize(frames.size() * na * 3);
+    out.box.resize(frames.size() * 9);
+    out.energy.resize(frames.size());
+    out.virial.resize(s.has_virial ? frames.size() * 9 : 0);
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      std::size_t const f = std::size_t(frames[i]);
+      std::copy_n(s.coord.begin() + std::ptrdiff_t(f * na * 3), na * 3, out.coord.begin() + std::ptrdiff_t(i * na * 3));
+      std::copy_n(s.force.begin() + std::ptrdiff_t(f * na * 3), na * 3, out.force.begin() + std::ptrdiff_t(i * na * 3));
+      std::copy_n(s.box.begin() + std::ptrdiff_t(f * 9), 9, out.box.begin() + std::ptrdiff_t(i * 9));
+      out.energy[i] = s.energy[f];
+      if (s.has_virial)
+        std::copy_n(s.virial.begin() + std::ptrdiff_t(f * 9), 9, out.virial.begin() + std::ptrdiff_t(i * 9));
+    }
+  }
+
+  std::vector<System> systems_;
+  BatchSize batch_size_;
+  SamplingMode mode_;
+  std::mt19937_64 engine_;
+  std::vector<double> weights_, cumulative_;
+  std::vector<std::vector<int>> order_;
+  std::vector<std::size_t> cursor_;
+  int sequential_system_ = 0, sequential_frame_ = 0;
+};
+
+/// Reads the systems of `data` (remapped to `model_type_map`) and makes a sampler with the
+/// batch size and system weights `data` asks for.
+inline DataSampler make_sampler(DataConfig const& data, std::vector<std::string> const& model_type_map,
+                                std::uint64_t seed, SamplingMode mode = SamplingMode::random) {
+  std::vector<System> systems = read_systems(data.systems, model_type_map);
+  SamplerOptions options;
+  options.mode = mode;
+  options.weights = system_weights(data, systems);
+  return DataSampler(std::move(systems), data.batch_size, seed, std::move(options));
+}
+
+namespace detail {
+/// Makes `view` exactly of the given extents (keeping its label); no allocation when they match.
+template <class ViewType, class... Extents>
+void resize_exact(ViewType& view, Extents... extents) {
+  std::size_t const want[] = {static_cast<std::size_t>(extents)...};
+  bool same = true;
+  for (std::size_t r = 0; r < sizeof...(Extents); ++r) same = same && view.extent(r) == want[r];
+  if (!same) {
+    std::string const label = view.label();
+    view = ViewType();
+    view = ViewType(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), extents...);
+  }
+}
+
+/// Copies `count` doubles from `source` into `view` (contiguous, LayoutRight), converting to its type.
+template <class ViewType>
+void copy_to_view(double const* source, std::size_t count, ViewType const& view) {
+  auto host = Kokkos::create_mirror_view(view);
+  auto* target = host.data();
+  using value_type = typename ViewType::non_const_value_type;
+  for (std::size_t i = 0; i < count; ++i) target[i] = static_cast<value_type>(source[i]);
+  Kokkos::deep_copy(view, host);
+}
+}  // namespace detail
+
+/// Uploads `batch` to the device: frames.coord (nloc x 3), frames.box (nframes x 9),
+/// frames.types (nloc, the atom types repeated per frame), labels.energy (nframes),
+/// labels.force (nloc x 3), labels.virial (nframes x 9; zeros when the batch has no virial).
+/// Converts double -> Scalar; reallocates a View only when its size changes.
+template <class Scalar, class MemorySpace>
+void upload(HostBatch const& batch, Frames<Scalar, MemorySpace>& frames, Labels<Scalar, MemorySpace>& labels) {
+  std::size_t const nf = std::size_t(batch.nframes), na = std::size_t(batch.natoms), nloc = nf * na;
+  require(batch.coord.size() == nloc * 3 && batch.force.size() == nloc * 3 && batch.box.size() == nf * 9 &&
+              batch.energy.size() == nf && batch.types.size() == na &&
+              (!batch.has_virial || batch.virial.size() == nf * 9),
+          "dpk::upload: inconsistent HostBatch sizes");
+  frames.nframes = batch.nframes;
+  frames.natoms = batch.natoms;
+  frames.periodic = batch.periodic;
+  labels.has_virial = batch.has_virial;
+  detail::resize_exact(frames.coord, nloc, 3);
+  detail::resize_exact(frames.box, nf, 9);
+  detail::resize_exact(frames.types, nloc);
+  detail::resize_exact(labels.energy, nf);
+  detail::resize_exact(labels.force, nloc, 3);
+  detail::resize_exact(labels.virial, nf, 9);
+  detail::copy_to_view(batch.coord.data(), nloc * 3, frames.coord);
+  detail::copy_to_view(batch.box.data(), nf * 9, frames.box);
+  detail::copy_to_view(batch.energy.data(), nf, labels.energy);
+  detail::copy_to_view(batch.force.data(), nloc * 3, labels.force);
+  if (batch.has_virial) {
+    detail::copy_to_view(batch.virial.data(), nf * 9, labels.virial);
+  } else {
+    Kokkos::deep_copy(labels.virial, Scalar(0));
+  }
+  auto types = Kokkos::create_mirror_view(frames.types);
+  for (std::size_t f = 0; f < nf; ++f)
+    for (std::size_t a = 0; a < na; ++a) types(f * na + a) = batch.types[a];
+  Kokkos::deep_copy(frames.types, types);
+}
+
+}  // namespace dpk
