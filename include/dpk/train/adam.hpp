@@ -1,0 +1,89 @@
+#pragma once
+/// \file adam.hpp
+/// \brief Adam over one flat parameter buffer (SPEC.md section 7), as TensorFlow applies it.
+///
+/// With gradient g at step t = 1, 2, ... (t counts updates already applied plus one):
+///   m     = beta1 m + (1 - beta1) g
+///   v     = beta2 v + (1 - beta2) g^2
+///   lr_t  = lr sqrt(1 - beta2^t) / (1 - beta1^t)
+///   theta = theta - lr_t m / (sqrt(v) + epsilon)
+/// This is TensorFlow's `tf.train.AdamOptimizer` (the optimiser DeePMD-kit's TF backend uses):
+/// the bias correction is folded into the step size and epsilon is added to sqrt(v) (not to
+/// the bias-corrected sqrt(v_hat) as in the paper's Algorithm 1), so epsilon acts as
+/// epsilon / sqrt(1 - beta2^t) in the paper's notation. lr_t is computed in double on the host
+/// and applied in `Scalar`; one kernel updates m, v and the parameters.
+
+#include <dpk/core/compat.hpp>
+#include <dpk/core/error.hpp>
+#include <dpk/core/types.hpp>
+
+#include <cmath>
+#include <string>
+
+namespace dpk {
+
+/// Adam hyperparameters (DeePMD-kit's defaults).
+struct AdamConfig {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-8;
+};
+
+/// Adam state (first and second moments, step count) for one flat buffer of `size` values in
+/// the memory space of `ExecutionSpace`.
+template <class Scalar, class ExecutionSpace>
+class Adam {
+ public:
+  using execution_space = ExecutionSpace;
+  using memory_space = memory_space_t<ExecutionSpace>;
+
+  /// Zero moments for `size` parameters.
+  explicit Adam(std::size_t size, AdamConfig config = {})
+      : config_(config),
+        m_("dpk::train::adam::m", size),
+        v_("dpk::train::adam::v", size) {}
+
+  /// Applies one update with learning rate `lr` (already scaled by workers) to `parameters`
+  /// from `gradient`; both must have `size()` entries.
+  void step(ExecutionSpace const& space, View1<Scalar, memory_space> const& parameters,
+            View1<Scalar, memory_space> const& gradient, double lr) {
+    require(parameters.extent(0) == m_.extent(0) && gradient.extent(0) == m_.extent(0),
+            "Adam::step: parameter/gradient size " + std::to_string(parameters.extent(0)) + "/" +
+                std::to_string(gradient.extent(0)) + " differs from the optimiser's " +
+                std::to_string(m_.extent(0)));
+    ++step_;
+    double const t = double(step_);
+    double const lr_t_d = lr * std::sqrt(1.0 - std::pow(config_.beta2, t)) / (1.0 - std::pow(config_.beta1, t));
+    Scalar const lr_t = Scalar(lr_t_d);
+    Scalar const beta1 = Scalar(config_.beta1), beta2 = Scalar(config_.beta2);
+    Scalar const one_minus_beta1 = Scalar(1.0 - config_.beta1), one_minus_beta2 = Scalar(1.0 - config_.beta2);
+    Scalar const epsilon = Scalar(config_.epsilon);
+    auto m = m_;
+    auto v = v_;
+    Kokkos::parallel_for(
+        "dpk::train::adam::step", Kokkos::RangePolicy<ExecutionSpace>(space, 0, m.extent(0)),
+        KOKKOS_LAMBDA(std::size_t const i) {
+          Scalar const g = gradient(i);
+          Scalar const mi = beta1 * m(i) + one_minus_beta1 * g;
+          Scalar const vi = beta2 * v(i) + one_minus_beta2 * g * g;
+          m(i) = mi;
+          v(i) = vi;
+          parameters(i) -= lr_t * mi / (math::sqrt(vi) + epsilon);
+        });
+  }
+
+  std::size_t size() const { return m_.extent(0); }                  ///< parameters covered
+  long step_count() const { return step_; }                           ///< updates applied
+  void set_step_count(long step) { step_ = step; }                   ///< for restarts
+  View1<Scalar, memory_space> const& first_moment() const { return m_; }   ///< m
+  View1<Scalar, memory_space> const& second_moment() const { return v_; }  ///< v
+  AdamConfig const& config() const { return config_; }              ///< hyperparameters
+
+ private:
+  AdamConfig config_;
+  View1<Scalar, memory_space> m_;
+  View1<Scalar, memory_space> v_;
+  long step_ = 0;
+};
+
+}  // namespace dpk

@@ -1,0 +1,373 @@
+// Training machinery: schedules, Adam, energy bias, lcurve layout, model file, communicator.
+#include <doctest/doctest.h>
+
+#include <dpk/parallel/communicator.hpp>
+#include <dpk/train/adam.hpp>
+#include <dpk/train/energy_bias.hpp>
+#include <dpk/train/lcurve.hpp>
+#include <dpk/train/learning_rate.hpp>
+#include <dpk/train/model_file.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <unistd.h>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::string temp_path(std::string const& name) {
+  return std::string("/tmp/dpk_test_train_") + std::to_string(::getpid()) + "_" + name;
+}
+
+std::string slurp(std::string const& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void spit(std::string const& path, std::string const& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+/// Error message of `f()`, or "" when it did not throw dpk::Error.
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (dpk::Error const& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(std::string const& text, std::string const& part) { return text.find(part) != std::string::npos; }
+
+dpk::ModelFileData sample_model(bool checkpoint) {
+  dpk::ModelFileData d;
+  d.kind = checkpoint ? "checkpoint" : "model";
+  d.precision = "float64";
+  d.ntypes = 2;
+  d.type_map = {"O", "H"};
+  d.descriptor.sel = {3, 2};
+  d.descriptor.neuron = {4, 8};
+  d.descriptor.axis_neuron = 2;
+  d.descriptor.type_one_side = true;
+  d.descriptor.seed = 7;
+  d.fitting.neuron = {5, 5};
+  d.tensors = {{"embedding.0.w", {1, 4}, 0}, {"embedding.0.b", {4}, 4}, {"fitting.0.w", {2, 3}, 8}};
+  for (int i = 0; i < 14; ++i) d.parameters.push_back(0.1 * i - 0.37 + 1e-17 * i);
+  d.parameters[3] = -0.0;
+  d.parameters[5] = 1.0 / 3.0;
+  for (int i = 0; i < 2 * 5 * 4; ++i) {
+    d.avg.push_back(0.01 * i);
+    d.stdev.push_back(1.0 + 0.02 * i);
+  }
+  d.energy_bias = {-93.57446655273442, -187.14893310546876};
+  if (checkpoint) {
+    d.step = 1234;
+    d.adam_step = 1234;
+    for (int i = 0; i < 14; ++i) {
+      d.adam_m.push_back(1e-3 * i);
+      d.adam_v.push_back(1e-6 * i * i);
+    }
+    d.sampler_states = {"rank0 state 1 2 3", "rank1 state 4 5 6"};
+    d.training["numb_steps"] = 1000000;
+  }
+  return d;
+}
+
+void check_same(dpk::ModelFileData const& a, dpk::ModelFileData const& b) {
+  CHECK(a.kind == b.kind);
+  CHECK(a.precision == b.precision);
+  CHECK(a.ntypes == b.ntypes);
+  CHECK(a.type_map == b.type_map);
+  CHECK(a.descriptor.sel == b.descriptor.sel);
+  CHECK(a.descriptor.neuron == b.descriptor.neuron);
+  CHECK(a.descriptor.axis_neuron == b.descriptor.axis_neuron);
+  CHECK(a.descriptor.type_one_side == b.descriptor.type_one_side);
+  CHECK(a.descriptor.rcut == b.descriptor.rcut);
+  CHECK(a.descriptor.seed == b.descriptor.seed);
+  CHECK(a.fitting.neuron == b.fitting.neuron);
+  CHECK(a.fitting.resnet_dt == b.fitting.resnet_dt);
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  for (std::size_t i = 0; i < a.tensors.size(); ++i) {
+    CHECK(a.tensors[i].name == b.tensors[i].name);
+    CHECK(a.tensors[i].shape == b.tensors[i].shape);
+    CHECK(a.tensors[i].offset == b.tensors[i].offset);
+  }
+  // Bit-for-bit: compare the bytes, so -0.0 and the last ulp count.
+  auto same_bits = [](std::vector<double> const& x, std::vector<double> const& y) {
+    return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(double)) == 0);
+  };
+  CHECK(same_bits(a.parameters, b.parameters));
+  CHECK(same_bits(a.avg, b.avg));
+  CHECK(same_bits(a.stdev, b.stdev));
+  CHECK(same_bits(a.energy_bias, b.energy_bias));
+  CHECK(same_bits(a.adam_m, b.adam_m));
+  CHECK(same_bits(a.adam_v, b.adam_v));
+  CHECK(a.step == b.step);
+  CHECK(a.adam_step == b.adam_step);
+  CHECK(a.sampler_states == b.sampler_states);
+}
+
+}  // namespace
+
+TEST_CASE("exp learning rate: DeePMD-kit water schedule (1e-3 -> 3.51e-8, decay 5000, 1e6 steps)") {
+  auto const lr = dpk::ExponentialLearningRate(1e-3, 3.51e-8, 5000, 1000000);
+  // decay_rate = exp(ln(3.51e-8 / 1e-3) / (1e6 / 5000)), computed by hand (Python math).
+  CHECK(lr.decay_steps() == 5000);
+  CHECK(lr.decay_rate() == doctest::Approx(0.9500064099092085).epsilon(1e-14));
+  CHECK(lr.value(0) == 1e-3);
+  CHECK(lr.value(4999) == 1e-3);
+  CHECK(lr.value(5000) == doctest::Approx(0.0009500064099092084).epsilon(1e-13));
+  CHECK(lr.value(10000) == doctest::Approx(0.0009025121788685831).epsilon(1e-13));
+  CHECK(lr.value(123456) == doctest::Approx(0.0002920363111186241).epsilon(1e-12));
+  CHECK(lr.value(999999) == doctest::Approx(3.6947119128759015e-08).epsilon(1e-12));
+  CHECK(lr.value(1000000) == doctest::Approx(3.51e-8).epsilon(1e-12));
+  CHECK(lr.value(2000000) == 3.51e-8);  // floored at stop_lr
+}
+
+TEST_CASE("exp learning rate: decay_steps shrink rule for short runs") {
+  // decay_steps >= numb_steps: 100 when numb_steps / 10 > 100, else numb_steps / 100 + 1.
+  CHECK(dpk::ExponentialLearningRate(1e-3, 1e-8, 5000, 2000).decay_steps() == 100);
+  CHECK(dpk::ExponentialLearningRate(1e-3, 1e-8, 5000, 1000).decay_steps() == 11);
+  CHECK(dpk::ExponentialLearningRate(1e-3, 1e-8, 5000, 50).decay_steps() == 1);
+  CHECK(dpk::ExponentialLearningRate(1e-3, 1e-8, 5000, 5000).decay_steps() == 100);
+  CHECK(dpk::ExponentialLearningRate(1e-3, 1e-8, 500, 1000).decay_steps() == 500);
+  // 1000 steps -> decay 11: rate = (1e-5)^(11/1000).
+  auto const lr = dpk::ExponentialLearningRate(1e-3, 1e-8, 5000, 1000);
+  CHECK(lr.decay_rate() == doctest::Approx(std::pow(1e-5, 11.0 / 1000.0)).epsilon(1e-14));
+  CHECK(lr.value(21) == doctest::Approx(1e-3 * std::pow(lr.decay_rate(), 1)).epsilon(1e-14));
+  CHECK(lr.value(22) == doctest::Approx(1e-3 * std::pow(lr.decay_rate(), 2)).epsilon(1e-14));
+}
+
+TEST_CASE("exp learning rate: bad values are errors naming the key") {
+  CHECK(contains(error_of([] { dpk::ExponentialLearningRate(-1, 1e-8, 10, 100); }), "learning_rate.start_lr"));
+  CHECK(contains(error_of([] { dpk::ExponentialLearningRate(1e-3, 0, 10, 100); }), "learning_rate.stop_lr"));
+  CHECK(contains(error_of([] { dpk::ExponentialLearningRate(1e-3, 1e-8, 0, 100); }), "learning_rate.decay_steps"));
+  CHECK(contains(error_of([] { dpk::ExponentialLearningRate(1e-3, 1e-8, 10, 0); }), "training.numb_steps"));
+}
+
+TEST_CASE("prefactor schedule and worker scaling") {
+  dpk::LossConfig loss;  // water: e 0.02 -> 1, f 1000 -> 1, v 0 -> 0
+  auto const lr = dpk::ExponentialLearningRate(1e-3, 3.51e-8, 5000, 1000000);
+  auto p0 = dpk::prefactors(loss, lr.ratio(0));
+  CHECK(p0.energy == doctest::Approx(0.02));
+  CHECK(p0.force == doctest::Approx(1000.0));
+  CHECK(p0.virial == 0.0);
+  auto pend = dpk::prefactors(loss, lr.ratio(1000000));
+  CHECK(pend.energy == doctest::Approx(1.0 + (0.02 - 1.0) * 3.51e-5).epsilon(1e-12));
+  CHECK(pend.force == doctest::Approx(1.0 + (1000.0 - 1.0) * 3.51e-5).epsilon(1e-12));
+  double const r = lr.ratio(10000);  // 0.9025121788685831
+  auto p = dpk::prefactors(loss, r);
+  CHECK(p.force == doctest::Approx(1.0 + 999.0 * 0.9025121788685831).epsilon(1e-12));
+  CHECK(p.energy == doctest::Approx(1.0 - 0.98 * 0.9025121788685831).epsilon(1e-12));
+  CHECK(dpk::worker_scale("linear", 4) == 4.0);
+  CHECK(dpk::worker_scale("sqrt", 4) == 2.0);
+  CHECK(dpk::worker_scale("none", 4) == 1.0);
+  CHECK(contains(error_of([] { dpk::worker_scale("cubic", 2); }), "scale_by_worker"));
+}
+
+TEST_CASE_TEMPLATE("Adam matches a hand-written reference (TensorFlow form)", Scalar, double, float) {
+  using Space = dpk::DefaultExecutionSpace;
+  using Mem = dpk::memory_space_t<Space>;
+  int const n = 5;
+  dpk::View1<Scalar, Mem> params("dpk::test::params", n), grad("dpk::test::grad", n);
+  auto hp = Kokkos::create_mirror_view(params);
+  auto hg = Kokkos::create_mirror_view(grad);
+  std::vector<double> theta(n), m(n, 0.0), v(n, 0.0);
+  for (int i = 0; i < n; ++i) theta[i] = hp(i) = Scalar(0.5 - 0.2 * i);
+  Kokkos::deep_copy(params, hp);
+  dpk::Adam<Scalar, Space> adam(n);
+  double const lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8;
+  for (int t = 1; t <= 4; ++t) {
+    std::vector<double> g(n);
+    for (int i = 0; i < n; ++i) g[i] = hg(i) = Scalar(std::sin(1.0 + i * t) * (i == 3 ? 1e-9 : 1.0) + (i == 4 ? 0.0 : 0.0));
+    if (t == 2) g[4] = hg(4) = Scalar(0);  // a zero gradient
+    Kokkos::deep_copy(grad, hg);
+    adam.step(Space(), params, grad, lr);
+    // Reference: the paper's bias-corrected moments with epsilon_hat = eps / sqrt(1 - b2^t),
+    // which is algebraically TensorFlow's update.
+    for (int i = 0; i < n; ++i) {
+      m[i] = b1 * m[i] + (1 - b1) * g[i];
+      v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+      double const m_hat = m[i] / (1 - std::pow(b1, t)), v_hat = v[i] / (1 - std::pow(b2, t));
+      theta[i] -= lr * m_hat / (std::sqrt(v_hat) + eps / std::sqrt(1 - std::pow(b2, t)));
+    }
+  }
+  CHECK(adam.step_count() == 4);
+  Kokkos::deep_copy(hp, params);
+  double const tol = std::is_same_v<Scalar, double> ? 1e-12 : 1e-5;
+  for (int i = 0; i < n; ++i) CHECK(double(hp(i)) == doctest::Approx(theta[i]).epsilon(tol));
+  // First step moves each parameter by about lr (sign of the gradient): Adam's hallmark.
+  CHECK(std::fabs(double(hp(0)) - 0.5) < 4.5 * lr);
+  dpk::View1<Scalar, Mem> wrong("dpk::test::wrong", n + 1);
+  CHECK(contains(error_of([&] { adam.step(Space(), wrong, grad, lr); }), "Adam::step"));
+}
+
+TEST_CASE("energy bias: min-norm least squares equals numpy.linalg.lstsq") {
+  SUBCASE("water, rank deficient: every frame has 64 O and 128 H") {
+    // energy.npy of data_0/set.000, frames 0-9 (float32 values, exactly representable).
+    std::vector<double> const e = {-29943.90625,  -29943.787109375, -29943.142578125, -29943.47265625,
+                                   -29943.8203125, -29942.66796875,  -29943.765625,    -29944.236328125,
+                                   -29943.9140625, -29945.580078125};
+    std::vector<double> counts;
+    for (std::size_t f = 0; f < e.size(); ++f) counts.insert(counts.end(), {64.0, 128.0});
+    auto bias = dpk::energy_bias_least_squares(counts, e, 2);
+    // numpy 1.24: np.linalg.lstsq(A, e, rcond=None)[0]
+    CHECK(bias[0] == doctest::Approx(-93.57446655273442).epsilon(1e-13));
+    CHECK(bias[1] == doctest::Approx(-187.14893310546876).epsilon(1e-13));
+  }
+  SUBCASE("full rank, overdetermined") {
+    std::vector<double> const a = {2, 1, 3, 1, 1, 4, 0, 2, 5, 5};
+    auto x = dpk::least_squares_min_norm(a, 5, 2, {-10.0, -13.5, -20.25, -7.0, -40.0});
+    CHECK(x[0] == doctest::Approx(-3.4951994091580505).epsilon(1e-13));
+    CHECK(x[1] == doctest::Approx(-4.248153618906944).epsilon(1e-13));
+  }
+  SUBCASE("three types, rank 2") {
+    std::vector<double> const a = {1, 2, 3, 2, 1, 3, 4, 4, 8, 0, 1, 1};
+    auto x = dpk::least_squares_min_norm(a, 4, 3, {1.0, 2.0, 3.5, 0.25});
+    CHECK(x[0] == doctest::Approx(0.5524193548387102).epsilon(1e-12));
+    CHECK(x[1] == doctest::Approx(-0.2500000000000003).epsilon(1e-12));
+    CHECK(x[2] == doctest::Approx(0.30241935483870963).epsilon(1e-12));
+  }
+  CHECK(contains(error_of([] { dpk::energy_bias_least_squares({}, {}, 2); }), "no training frames"));
+  CHECK(contains(error_of([] { dpk::energy_bias_least_squares({1.0}, {1.0, 2.0}, 2); }), "type count table"));
+}
+
+TEST_CASE("lcurve.out uses DeePMD-kit's column layout") {
+  CHECK(dpk::LearningCurveWriter::header(true, false) ==
+        "#  step      rmse_val    rmse_trn    rmse_e_val  rmse_e_trn    rmse_f_val  rmse_f_trn         lr");
+  dpk::CurveMetrics val{33.3 * 33.3, 10.3, 0.839, 0}, trn{34.1 * 34.1, 10.3, 0.872, 0};
+  CHECK(dpk::LearningCurveWriter::line(0, val, trn, 1e-3, true, false) ==
+        "      0      3.33e+01    3.41e+01      1.03e+01    1.03e+01      8.39e-01    8.72e-01    1.0e-03");
+  CHECK(dpk::LearningCurveWriter::header(true, true) ==
+        "#  step      rmse_val    rmse_trn    rmse_e_val  rmse_e_trn    rmse_f_val  rmse_f_trn    rmse_v_val  "
+        "rmse_v_trn         lr");
+  CHECK(dpk::LearningCurveWriter::header(false, false) == "#  step      rmse_trn    rmse_e_trn    rmse_f_trn         lr");
+  std::string const path = temp_path("lcurve.out");
+  {
+    dpk::LearningCurveWriter w(path, true, false);
+    w.write(0, val, trn, 1e-3);
+  }
+  {
+    dpk::LearningCurveWriter w(path, true, false, /*append=*/true);
+    w.write(100, val, trn, 9.5e-4);
+  }
+  std::istringstream lines(slurp(path));
+  std::string l0, l1, l2, l3;
+  std::getline(lines, l0);
+  std::getline(lines, l1);
+  std::getline(lines, l2);
+  CHECK(l0[0] == '#');
+  CHECK(l1.substr(0, 7) == "      0");
+  CHECK(l2.substr(0, 7) == "    100");
+  CHECK(!std::getline(lines, l3));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("model file: round trip, bit for bit") {
+  for (bool checkpoint : {false, true}) {
+    auto const data = sample_model(checkpoint);
+    std::string const path = temp_path(checkpoint ? "roundtrip.ckpt" : "roundtrip.model");
+    dpk::write_model_file(path, data);
+    auto const back = dpk::read_model_file(path);
+    check_same(data, back);
+    std::string const bytes = slurp(path);
+    CHECK(bytes.substr(0, 8) == "DPKMODEL");
+    CHECK(bytes.substr(bytes.size() - 8) == "DPKEND01");
+    std::remove(path.c_str());
+  }
+}
+
+TEST_CASE("model file: damaged files give clear errors naming the file") {
+  auto const data = sample_model(true);
+  std::string const good = dpk::model_file_bytes(data);
+  std::string const path = temp_path("damaged.ckpt");
+  auto error_for = [&](std::string const& bytes) {
+    spit(path, bytes);
+    return error_of([&] { dpk::read_model_file(path); });
+  };
+  CHECK(contains(error_for(good.substr(0, good.size() - 3)), path));
+  CHECK(contains(error_for(good.substr(0, good.size() - 3)), "truncated"));
+  CHECK(contains(error_for(good.substr(0, 30)), "truncated"));
+  CHECK(contains(error_for(good.substr(0, 10)), "not a dpk model file"));
+  CHECK(contains(error_for(""), "not a dpk model file"));
+  CHECK(contains(error_for("{\"json\": 1}"), "not a dpk model file"));
+  CHECK(contains(error_for(good + "xx"), "unexpected bytes"));
+  {
+    std::string flipped = good;
+    flipped[flipped.size() - 8 - 5] ^= 0x10;  // a bit inside the last data block
+    CHECK(contains(error_for(flipped), "checksum"));
+  }
+  {
+    std::string v2 = good;
+    v2[8] = 2;
+    CHECK(contains(error_for(v2), "format version 2 is not supported"));
+  }
+  {
+    std::string header_damage = good;
+    header_damage[21] = '#';
+    CHECK(contains(error_for(header_damage), "not valid JSON"));
+  }
+  {
+    auto bad = data;
+    bad.avg.pop_back();
+    CHECK(contains(error_for(dpk::model_file_bytes(bad)), "statistics blocks"));
+  }
+  {
+    auto bad = data;
+    bad.tensors[2].shape = {3, 3};
+    CHECK(contains(error_for(dpk::model_file_bytes(bad)), "tensor 'fitting.0.w'"));
+  }
+  {
+    auto bad = data;
+    bad.type_map = {"O"};
+    CHECK(contains(error_for(dpk::model_file_bytes(bad)), "type_map"));
+  }
+  CHECK(contains(error_of([] { dpk::read_model_file("/nonexistent/dir/model.dpk"); }), "/nonexistent/dir/model.dpk"));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("model file: an interrupted write leaves the previous file loadable") {
+  std::string const path = temp_path("interrupted.ckpt");
+  auto first = sample_model(true);
+  dpk::write_model_file(path, first);
+  auto second = first;
+  second.step = 2000;
+  second.parameters[0] = 42.0;
+  dpk::ModelFileWriteOptions crash;
+  crash.fail_after_bytes = 100;
+  CHECK(contains(error_of([&] { dpk::write_model_file(path, second, crash); }), "interrupted"));
+  auto const back = dpk::read_model_file(path);
+  CHECK(back.step == 1234);
+  CHECK(back.parameters[0] == first.parameters[0]);
+  // The half-written temporary file is there (as after a crash) and is itself rejected.
+  std::string const temp = path + ".tmp." + std::to_string(::getpid());
+  CHECK(contains(error_of([&] { dpk::read_model_file(temp); }), "truncated"));
+  std::remove(temp.c_str());
+  dpk::write_model_file(path, second);
+  CHECK(dpk::read_model_file(path).step == 2000);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("communicator: one rank without MPI or outside mpirun") {
+  dpk::Communicator comm;
+  CHECK(comm.rank() == 0);
+  CHECK(comm.size() == 1);
+  using Mem = dpk::memory_space_t<dpk::DefaultExecutionSpace>;
+  dpk::View1<double, Mem> v("dpk::test::v", 3);
+  Kokkos::deep_copy(v, 2.0);
+  comm.allreduce_sum(v);
+  comm.broadcast(v);
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  CHECK(h(2) == 2.0);
+  CHECK(comm.allreduce_sum(1.5) == 1.5);
+  CHECK(comm.gather_strings("x") == std::vector<std::string>{"x"});
+}
