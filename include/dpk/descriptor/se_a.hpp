@@ -1,0 +1,361 @@
+#pragma once
+/// \file se_a.hpp
+/// \brief The se_e2_a descriptor around the embedding nets (SPEC.md sections 4 and 8):
+/// the layout of embedding rows, T = G^T Rn / nnei, D = T T<^T, and their derivatives.
+///
+/// Embedding rows: only filled neighbour slots get a row (they are the first `count(i, t)` slots
+/// of each type block). Every empty slot of block t around a centre of type ti carries the same
+/// input s0 = -avg/std, so each net gets one extra "constant" row per centre type, and its
+/// contribution is weighted by the number of empty slots (SPEC: do not pay slot by slot).
+/// Rows of net k are contiguous: [begin_k, begin_k + filled_k) filled rows, then ntypes
+/// constant rows (centre type ti at begin_k + filled_k + ti).
+
+#include <dpk/core/compat.hpp>
+#include <dpk/core/types.hpp>
+
+#include <vector>
+
+namespace dpk {
+
+/// Where each (centre, type block) finds its embedding rows; built once per batch.
+template <class MemorySpace>
+struct EmbeddingRows {
+  int nloc = 0, nnei = 0, ntypes = 0, nnets = 0;
+  bool type_one_side = true;
+  View2<int, MemorySpace> row_offset{"dpk::descriptor::EmbeddingRows::row_offset", 0, 0};  ///< (nloc, ntypes)
+  View1<int, MemorySpace> const_base{"dpk::descriptor::EmbeddingRows::const_base", 0};     ///< (nnets)
+  View1<int, MemorySpace> sel_offset{"dpk::descriptor::EmbeddingRows::sel_offset", 0};     ///< (ntypes + 1)
+  View1<int, MemorySpace> scan{"dpk::descriptor::EmbeddingRows::scan", 0};                 ///< (nnets*nloc + 1)
+  std::vector<int> begin, filled;  ///< host: first row and filled rows of each net
+  int total_rows = 0;              ///< host: rows of all nets, constant rows included
+
+  /// Net of a (centre type, neighbour type) pair: t_j (type_one_side) or t_i + ntypes t_j.
+  KOKKOS_INLINE_FUNCTION static int net_of(bool tos, int ntypes, int ti, int tj) {
+    return tos ? tj : ti + ntypes * tj;
+  }
+};
+
+/// Fills `rows` for a batch from the neighbour counts (nloc, ntypes) and centre types.
+template <class ExecutionSpace, class MemorySpace>
+void build_embedding_rows(ExecutionSpace const& space, View2<int, MemorySpace> const& count,
+                          View1<int, MemorySpace> const& types, std::vector<int> const& sel_offset, int nloc,
+                          bool type_one_side, EmbeddingRows<MemorySpace>& rows) {
+  int const ntypes = static_cast<int>(sel_offset.size()) - 1;
+  int const nnets = type_one_side ? ntypes : ntypes * ntypes;
+  rows.nloc = nloc;
+  rows.nnei = sel_offset.back();
+  rows.ntypes = ntypes;
+  rows.nnets = nnets;
+  rows.type_one_side = type_one_side;
+  ensure_extent(rows.row_offset, nloc, ntypes);
+  ensure_extent(rows.const_base, nnets);
+  ensure_extent(rows.scan, std::size_t(nnets) * nloc + 1);
+  if (rows.sel_offset.extent(0) != sel_offset.size()) {
+    rows.sel_offset = View1<int, MemorySpace>("dpk::descriptor::EmbeddingRows::sel_offset", sel_offset.size());
+    auto host = Kokkos::create_mirror_view(rows.sel_offset);
+    for (std::size_t t = 0; t < sel_offset.size(); ++t) host(t) = sel_offset[t];
+    Kokkos::deep_copy(rows.sel_offset, host);
+  }
+  auto scan = rows.scan;
+  bool const tos = type_one_side;
+  // Exclusive scan over (net, centre) of the filled slots that centre contributes to that net.
+  Kokkos::parallel_scan(
+      "dpk::descriptor::EmbeddingRows::scan", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nnets * nloc + 1),
+      KOKKOS_LAMBDA(int const p, int& partial, bool const final) {
+        int value = 0;
+        if (p < nnets * nloc) {
+          int const k = p / nloc, i = p % nloc;
+          int const tj = tos ? k : k / ntypes;
+          bool const mine = tos || (k % ntypes) == types(i);
+          value = mine ? count(i, tj) : 0;
+        }
+        if (final) scan(p) = partial;
+        partial += value;
+      });
+  // Host: per-net row blocks (nnets + 1 integers).
+  std::vector<int> boundary(nnets + 1);
+  for (int k = 0; k <= nnets; ++k) {
+    auto one = Kokkos::subview(scan, std::size_t(k) * nloc);
+    Kokkos::View<int, Kokkos::HostSpace> h("dpk::descriptor::EmbeddingRows::boundary");
+    Kokkos::deep_copy(space, h, one);
+    space.fence();
+    boundary[k] = h();
+  }
+  rows.begin.assign(nnets, 0);
+  rows.filled.assign(nnets, 0);
+  int next = 0;
+  auto const_base_host = Kokkos::create_mirror_view(rows.const_base);
+  for (int k = 0; k < nnets; ++k) {
+    rows.begin[k] = next;
+    rows.filled[k] = boundary[k + 1] - boundary[k];
+    const_base_host(k) = next + rows.filled[k];
+    next += rows.filled[k] + ntypes;
+  }
+  rows.total_rows = next;
+  Kokkos::deep_copy(rows.const_base, const_base_host);
+  auto row_offset = rows.row_offset;
+  auto const_base = rows.const_base;
+  Kokkos::parallel_for(
+      "dpk::descriptor::EmbeddingRows::offsets", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc * ntypes),
+      KOKKOS_LAMBDA(int const p) {
+        int const i = p / ntypes, tj = p % ntypes;
+        int const k = EmbeddingRows<MemorySpace>::net_of(tos, ntypes, types(i), tj);
+        // filled rows of net k start at const_base(k) - filled_k = begin_k; scan(k*nloc) is the net's start in scan space
+        int const filled_k = scan((k + 1) * nloc) - scan(k * nloc);
+        row_offset(i, tj) = const_base(k) - filled_k + (scan(k * nloc + i) - scan(k * nloc));
+      });
+}
+
+/// Per-batch views the descriptor kernels read (all on the device).
+template <class Scalar, class MemorySpace>
+struct SeAInputs {
+  int nloc = 0, nnei = 0, ntypes = 0, m1 = 0, m2 = 0;
+  bool type_one_side = true;
+  View1<int, MemorySpace> types;        ///< (nloc) centre types
+  View2<int, MemorySpace> count;        ///< (nloc, ntypes) filled slots per block
+  View3<Scalar, MemorySpace> env;       ///< (nloc, nnei, 4) normalised rows
+  View3<Scalar, MemorySpace> empty_row; ///< (ntypes centre, ntypes block, 4): row of an empty slot (-avg/std)
+  View1<int, MemorySpace> position;     ///< (nloc) row of each atom in the type-sorted fitting input
+  EmbeddingRows<MemorySpace> rows;
+};
+
+/// Embedding input s = Rn[.,0] of every filled slot, and s0 on the constant rows.
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+void gather_embedding_input(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
+                            MatrixView<Scalar, MemorySpace> s) {
+  auto env = in.env;
+  auto count = in.count;
+  auto row_offset = in.rows.row_offset;
+  auto sel_offset = in.rows.sel_offset;
+  auto const_base = in.rows.const_base;
+  auto empty_row = in.empty_row;
+  int const ntypes = in.ntypes, nloc = in.nloc, nnets = in.rows.nnets;
+  bool const tos = in.type_one_side;
+  Kokkos::parallel_for(
+      "dpk::descriptor::SeA::gather_input", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc * ntypes),
+      KOKKOS_LAMBDA(int const p) {
+        int const i = p / ntypes, t = p % ntypes;
+        int const row = row_offset(i, t), first = sel_offset(t);
+        for (int j = 0; j < count(i, t); ++j) s(row + j, 0) = env(i, first + j, 0);
+      });
+  Kokkos::parallel_for(
+      "dpk::descriptor::SeA::gather_constant", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nnets * ntypes),
+      KOKKOS_LAMBDA(int const p) {
+        int const k = p / ntypes, ti = p % ntypes;
+        int const tj = tos ? k : k / ntypes;
+        s(const_base(k) + ti, 0) = empty_row(ti, tj, 0);
+      });
+}
+
+/// Tangent of the embedding input: s' = v[., 0] on filled slots, 0 on the constant rows.
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+void gather_embedding_tangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
+                              View3<Scalar, MemorySpace> const& v, MatrixView<Scalar, MemorySpace> st) {
+  auto count = in.count;
+  auto row_offset = in.rows.row_offset;
+  auto sel_offset = in.rows.sel_offset;
+  auto const_base = in.rows.const_base;
+  int const ntypes = in.ntypes, nloc = in.nloc, nnets = in.rows.nnets;
+  Kokkos::parallel_for(
+      "dpk::descriptor::SeA::gather_tangent", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc * ntypes),
+      KOKKOS_LAMBDA(int const p) {
+        int const i = p / ntypes, t = p % ntypes;
+        int const row = row_offset(i, t), first = sel_offset(t);
+        for (int j = 0; j < count(i, t); ++j) st(row + j, 0) = v(i, first + j, 0);
+      });
+  Kokkos::parallel_for(
+      "dpk::descriptor::SeA::gather_tangent_constant", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nnets * ntypes),
+      KOKKOS_LAMBDA(int const p) { st(const_base(p / ntypes) + p % ntypes, 0) = Scalar(0); });
+}
+
+/// T_i = (1/nnei) sum_j G_j^T Rn_j (M1 x 4, empty slots via the constant rows) and
+/// D_i = T_i T_i<^T (M1 x M2) written to row position(i) of `d` (nloc, M1*M2).
+/// With a tangent (gt, v non-empty): T'_i = (1/nnei) sum_j (G'_j Rn_j^T + G_j v_j^T) and
+/// D' = T' T<^T + T T'<^T instead (T must hold the values already).
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+void contract_descriptor(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
+                         MatrixView<Scalar, MemorySpace> g, View3<Scalar, MemorySpace> const& t_out,
+                         MatrixView<Scalar, MemorySpace> d, MatrixView<Scalar, MemorySpace> gt = {},
+                         View3<Scalar, MemorySpace> const& v = {}, View3<Scalar, MemorySpace> const& t_value = {}) {
+  using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
+  auto env = in.env;
+  auto count = in.count;
+  auto types = in.types;
+  auto row_offset = in.rows.row_offset;
+  auto sel_offset = in.rows.sel_offset;
+  auto const_base = in.rows.const_base;
+  auto empty_row = in.empty_row;
+  auto position = in.position;
+  int const ntypes = in.ntypes, m1 = in.m1, m2 = in.m2;
+  bool const tos = in.type_one_side;
+  bool const tangent = gt.extent(0) > 0;
+  Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
+  Kokkos::parallel_for(
+      tangent ? "dpk::descriptor::SeA::Descriptor_tangent" : "dpk::descriptor::SeA::Descriptor",
+      Kokkos::TeamPolicy<ExecutionSpace>(space, in.nloc, Kokkos::AUTO), KOKKOS_LAMBDA(Team const& team) {
+        int const i = team.league_rank();
+        int const ti = types(i);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m1), [&](int const m) {
+          Scalar acc[4] = {0, 0, 0, 0};
+          for (int tj = 0; tj < ntypes; ++tj) {
+            int const row = row_offset(i, tj), first = sel_offset(tj), n = count(i, tj);
+            if (!tangent) {
+              for (int j = 0; j < n; ++j) {
+                Scalar const gm = g(row + j, m);
+                for (int c = 0; c < 4; ++c) acc[c] += gm * env(i, first + j, c);
+              }
+              int const empty = sel_offset(tj + 1) - first - n;
+              if (empty > 0) {
+                int const k = EmbeddingRows<MemorySpace>::net_of(tos, ntypes, ti, tj);
+                Scalar const gm = Scalar(empty) * g(const_base(k) + ti, m);
+                for (int c = 0; c < 4; ++c) acc[c] += gm * empty_row(ti, tj, c);
+              }
+            } else {
+              for (int j = 0; j < n; ++j) {
+                Scalar const gm = g(row + j, m), gtm = gt(row + j, m);
+                for (int c = 0; c < 4; ++c) acc[c] += gtm * env(i, first + j, c) + gm * v(i, first + j, c);
+              }
+            }
+          }
+          for (int c = 0; c < 4; ++c) t_out(i, m, c) = acc[c] * inv_nnei;
+        });
+        team.team_barrier();
+        int const p = position(i);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m1), [&](int const m) {
+          for (int n = 0; n < m2; ++n) {
+            Scalar sum = 0;
+            if (!tangent) {
+              for (int c = 0; c < 4; ++c) sum += t_out(i, m, c) * t_out(i, n, c);
+            } else {
+              for (int c = 0; c < 4; ++c) sum += t_out(i, m, c) * t_value(i, n, c) + t_value(i, m, c) * t_out(i, n, c);
+            }
+            d(p, m * m2 + n) = sum;
+          }
+        });
+      });
+}
+
+/// Cotangent of T from a cotangent of D (M1 x M2, row position(i) of `gd`):
+/// out = gD T< + pad(gD^T T), written (accumulate = false) or added (true) into `out` (nloc, M1, 4).
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+void descriptor_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
+                          MatrixView<Scalar, MemorySpace> gd, View3<Scalar, MemorySpace> const& t,
+                          View3<Scalar, MemorySpace> const& out, bool accumulate) {
+  auto position = in.position;
+  int const m1 = in.m1, m2 = in.m2;
+  Kokkos::parallel_for(
+      "dpk::descriptor::SeA::Descriptor_cotangent",
+      Kokkos::MDRangePolicy<ExecutionSpace, Kokkos::Rank<2>>(space, {0, 0}, {in.nloc, m1}),
+      KOKKOS_LAMBDA(int const i, int const m) {
+        int const p = position(i);
+        Scalar acc[4] = {0, 0, 0, 0};
+        for (int n = 0; n < m2; ++n) {
+          Scalar const gmn = gd(p, m * m2 + n);
+          for (int c = 0; c < 4; ++c) acc[c] += gmn * t(i, n, c);
+        }
+        if (m < m2) {
+          for (int mm = 0; mm < m1; ++mm) {
+            Scalar const gmm = gd(p, mm * m2 + m);
+            for (int c = 0; c < 4; ++c) acc[c] += gmm * t(i, mm, c);
+          }
+        }
+        for (int c = 0; c < 4; ++c) out(i, m, c) = (accumulate ? out(i, m, c) : Scalar(0)) + acc[c];
+      });
+}
+
+/// Sets the constant (empty-slot) rows of an embedding-row matrix to zero.
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+void zero_constant_rows(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
+                        MatrixView<Scalar, MemorySpace> x) {
+  auto const_base = in.rows.const_base;
+  int const ntypes = in.ntypes, ncol = static_cast<int>(x.extent(1));
+  Kokkos::parallel_for(
+      "dpk::descriptor::SeA::zero_constant_rows",
+      Kokkos::MDRangePolicy<ExecutionSpace, Kokkos::Rank<2>>(space, {0, 0}, {in.rows.nnets * ntypes, ncol}),
+      KOKKOS_LAMBDA(int const p, int const m) { x(const_base(p / ntypes) + p % ntypes, m) = Scalar(0); });
+}
+
+/// Cotangent of the embedding outputs on filled rows: gG_j = (1/nnei)(gT Rn_j + A v_j)
+/// (A, v may be empty: then gG_j = (1/nnei) gT Rn_j). On the constant rows (when
+/// `constant_rows`): gG = (1/nnei) sum over centres of type ti of n_empty gT Rn0 (atomic sum),
+/// else the constant rows are set to zero.
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+void embedding_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
+                         View3<Scalar, MemorySpace> const& gtm, MatrixView<Scalar, MemorySpace> gg,
+                         bool constant_rows, View3<Scalar, MemorySpace> const& a = {},
+                         View3<Scalar, MemorySpace> const& v = {}) {
+  using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
+  auto env = in.env;
+  auto count = in.count;
+  auto types = in.types;
+  auto row_offset = in.rows.row_offset;
+  auto sel_offset = in.rows.sel_offset;
+  auto const_base = in.rows.const_base;
+  auto empty_row = in.empty_row;
+  int const ntypes = in.ntypes, m1 = in.m1;
+  bool const tos = in.type_one_side;
+  bool const with_v = v.extent(0) > 0;
+  Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
+  zero_constant_rows(space, in, gg);
+  Kokkos::parallel_for(
+      "dpk::descriptor::SeA::Embedding_cotangent", Kokkos::TeamPolicy<ExecutionSpace>(space, in.nloc, Kokkos::AUTO),
+      KOKKOS_LAMBDA(Team const& team) {
+        int const i = team.league_rank();
+        int const ti = types(i);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m1), [&](int const m) {
+          Scalar const g0 = gtm(i, m, 0), g1 = gtm(i, m, 1), g2 = gtm(i, m, 2), g3 = gtm(i, m, 3);
+          for (int tj = 0; tj < ntypes; ++tj) {
+            int const row = row_offset(i, tj), first = sel_offset(tj), n = count(i, tj);
+            for (int j = 0; j < n; ++j) {
+              int const slot = first + j;
+              Scalar sum = g0 * env(i, slot, 0) + g1 * env(i, slot, 1) + g2 * env(i, slot, 2) + g3 * env(i, slot, 3);
+              if (with_v)
+                sum += a(i, m, 0) * v(i, slot, 0) + a(i, m, 1) * v(i, slot, 1) + a(i, m, 2) * v(i, slot, 2) +
+                       a(i, m, 3) * v(i, slot, 3);
+              gg(row + j, m) = sum * inv_nnei;
+            }
+            int const empty = sel_offset(tj + 1) - first - n;
+            if (constant_rows && empty > 0) {
+              int const k = EmbeddingRows<MemorySpace>::net_of(tos, ntypes, ti, tj);
+              Scalar const sum = g0 * empty_row(ti, tj, 0) + g1 * empty_row(ti, tj, 1) +
+                                 g2 * empty_row(ti, tj, 2) + g3 * empty_row(ti, tj, 3);
+              Kokkos::atomic_add(&gg(const_base(k) + ti, m), Scalar(empty) * sum * inv_nnei);
+            }
+          }
+        });
+      });
+}
+
+/// g_j = dE/dRn_j = (1/nnei) A^T G_j + e0 gs_j on filled slots, 0 on empty slots; (nloc, nnei, 4).
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
+                           View3<Scalar, MemorySpace> const& a, MatrixView<Scalar, MemorySpace> g,
+                           MatrixView<Scalar, MemorySpace> gs, View3<Scalar, MemorySpace> const& out) {
+  auto count = in.count;
+  auto row_offset = in.rows.row_offset;
+  auto sel_offset = in.rows.sel_offset;
+  int const ntypes = in.ntypes, m1 = in.m1, nnei = in.nnei;
+  Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
+  Kokkos::parallel_for(
+      "dpk::descriptor::SeA::Environment_cotangent",
+      Kokkos::MDRangePolicy<ExecutionSpace, Kokkos::Rank<2>>(space, {0, 0}, {in.nloc, nnei}),
+      KOKKOS_LAMBDA(int const i, int const slot) {
+        int tj = 0;
+        while (tj + 1 < ntypes && slot >= sel_offset(tj + 1)) ++tj;
+        int const j = slot - sel_offset(tj);
+        if (j >= count(i, tj)) {
+          for (int c = 0; c < 4; ++c) out(i, slot, c) = Scalar(0);
+          return;
+        }
+        int const row = row_offset(i, tj) + j;
+        Scalar acc[4] = {0, 0, 0, 0};
+        for (int m = 0; m < m1; ++m) {
+          Scalar const gm = g(row, m);
+          for (int c = 0; c < 4; ++c) acc[c] += a(i, m, c) * gm;
+        }
+        for (int c = 0; c < 4; ++c) out(i, slot, c) = acc[c] * inv_nnei;
+        out(i, slot, 0) += gs(row, 0);
+      });
+}
+
+}  // namespace dpk

@@ -1,0 +1,257 @@
+#pragma once
+/// \file layer.hpp
+/// \brief One dense layer of DeePMD-kit's networks: value, forward-mode tangent, and the
+/// combined reverse pass of SPEC.md section 8 (tanh or linear, identity/concat skips, timestep).
+///
+/// Every function works on a block of R rows (one network's rows) held in row-major
+/// matrices; GEMMs go through dpk::blas::gemm, elementwise work is one fused Kokkos kernel.
+
+#include <dpk/core/compat.hpp>
+#include <dpk/core/types.hpp>
+
+#include <cstddef>
+#include <vector>
+
+namespace dpk::nn {
+
+/// How a layer's input is added back to its output.
+enum class Skip {
+  none,      ///< out = act(x W + b)
+  identity,  ///< out = x + [idt *] act(x W + b)          (n_out == n_in)
+  concat     ///< out = [x, x] + [idt *] act(x W + b)     (n_out == 2 n_in)
+};
+
+/// Shape and rules of one layer.
+struct LayerShape {
+  int n_in = 0;
+  int n_out = 0;
+  bool tanh = true;       ///< false: linear output layer
+  Skip skip = Skip::none;
+  bool timestep = false;  ///< resnet_dt: a per-feature idt multiplies act(...)
+};
+
+/// Offsets of one layer's tensors in the flat parameter buffer (idt = npos when absent).
+struct LayerOffsets {
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+  std::size_t w = 0, b = 0, idt = npos;
+};
+
+/// DeePMD-kit's embedding net: input width 1, tanh layers of widths `neuron`; identity skip when a
+/// width repeats, concat skip when it doubles, timesteps on skipped layers when resnet_dt.
+inline std::vector<LayerShape> embedding_shapes(std::vector<int> const& neuron, bool resnet_dt) {
+  std::vector<LayerShape> shapes;
+  int n_in = 1;
+  for (int n : neuron) {
+    Skip skip = n == n_in ? Skip::identity : (n == 2 * n_in ? Skip::concat : Skip::none);
+    shapes.push_back({n_in, n, true, skip, resnet_dt && skip != Skip::none});
+    n_in = n;
+  }
+  return shapes;
+}
+
+/// DeePMD-kit's fitting net: tanh hidden layers (identity skip from the second layer on when
+/// widths are equal, with timestep when resnet_dt), then a linear layer of width 1.
+inline std::vector<LayerShape> fitting_shapes(int n_in, std::vector<int> const& neuron, bool resnet_dt) {
+  std::vector<LayerShape> shapes;
+  for (std::size_t l = 0; l < neuron.size(); ++l) {
+    Skip skip = (l >= 1 && neuron[l] == n_in) ? Skip::identity : Skip::none;
+    shapes.push_back({n_in, neuron[l], true, skip, resnet_dt && skip != Skip::none});
+    n_in = neuron[l];
+  }
+  shapes.push_back({n_in, 1, false, Skip::none, false});
+  return shapes;
+}
+
+/// Parameter views of one layer, windows into the flat parameter (or gradient) buffer.
+template <class Scalar, class MemorySpace>
+struct LayerParams {
+  MatrixView<Scalar, MemorySpace> w;  ///< (n_in, n_out)
+  MatrixView<Scalar, MemorySpace> b;  ///< (1, n_out)
+  MatrixView<Scalar, MemorySpace> idt;  ///< (1, n_out), or extent 0 when absent
+
+  /// Views into `buffer` at `offsets`.
+  static LayerParams at(Scalar* buffer, LayerShape const& shape, LayerOffsets const& offsets) {
+    LayerParams p;
+    p.w = MatrixView<Scalar, MemorySpace>(buffer + offsets.w, shape.n_in, shape.n_out);
+    p.b = MatrixView<Scalar, MemorySpace>(buffer + offsets.b, 1, shape.n_out);
+    if (offsets.idt != LayerOffsets::npos)
+      p.idt = MatrixView<Scalar, MemorySpace>(buffer + offsets.idt, 1, shape.n_out);
+    return p;
+  }
+};
+
+namespace detail {
+
+/// Skip contribution of input column c' to output column c (identity or concat).
+KOKKOS_INLINE_FUNCTION int skip_source(int c, int n_in) { return c < n_in ? c : c - n_in; }
+
+}  // namespace detail
+
+/// Forward values: h = act(x W + b); out = skip(x) + [idt *] h. `out` doubles as the z buffer.
+/// x: (R, n_in), h and out: (R, n_out). For a linear layer h is not written.
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+void layer_forward(ExecutionSpace const& space, LayerShape const& shape,
+                   LayerParams<Scalar, MemorySpace> const& p, MatrixView<Scalar, MemorySpace> x,
+                   MatrixView<Scalar, MemorySpace> h, MatrixView<Scalar, MemorySpace> out) {
+  int const rows = static_cast<int>(x.extent(0));
+  if (rows == 0) return;
+  int const n_in = shape.n_in, n_out = shape.n_out;
+  bool const rank_one = n_in == 1;
+  if (!rank_one) blas::gemm(space, "N", "N", Scalar(1), x, p.w, Scalar(0), out);
+  auto w = p.w;
+  auto b = p.b;
+  auto idt = p.idt;
+  bool const act = shape.tanh, has_idt = shape.timestep;
+  int const skip = static_cast<int>(shape.skip);
+  Kokkos::parallel_for(
+      "dpk::nn::Dense::forward", Kokkos::RangePolicy<ExecutionSpace>(space, 0, std::size_t(rows) * n_out),
+      KOKKOS_LAMBDA(std::size_t const idx) {
+        int const r = static_cast<int>(idx / n_out), c = static_cast<int>(idx % n_out);
+        Scalar z = (rank_one ? x(r, 0) * w(0, c) : out(r, c)) + b(0, c);
+        if (!act) {
+          out(r, c) = z;
+          return;
+        }
+        Scalar const t = math::tanh(z);
+        h(r, c) = t;
+        Scalar o = has_idt ? idt(0, c) * t : t;
+        if (skip != 0) o += x(r, detail::skip_source(c, n_in));
+        out(r, c) = o;
+      });
+}
+
+/// Forward tangent: z' = x' W; out' = skip(x') + [idt *] (1 - h^2) z'. For a linear layer
+/// out' = z'. x': (R, n_in); zt, outt: (R, n_out). `zt` is kept for the reverse pass.
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+void layer_tangent(ExecutionSpace const& space, LayerShape const& shape, LayerParams<Scalar, MemorySpace> const& p,
+                   MatrixView<Scalar, MemorySpace> xt, MatrixView<Scalar, MemorySpace> h,
+                   MatrixView<Scalar, MemorySpace> zt, MatrixView<Scalar, MemorySpace> outt) {
+  int const rows = static_cast<int>(xt.extent(0));
+  if (rows == 0) return;
+  int const n_in = shape.n_in, n_out = shape.n_out;
+  bool const rank_one = n_in == 1;
+  if (!rank_one) blas::gemm(space, "N", "N", Scalar(1), xt, p.w, Scalar(0), zt);
+  auto w = p.w;
+  auto idt = p.idt;
+  bool const act = shape.tanh, has_idt = shape.timestep;
+  int const skip = static_cast<int>(shape.skip);
+  Kokkos::parallel_for(
+      "dpk::nn::Dense::tangent", Kokkos::RangePolicy<ExecutionSpace>(space, 0, std::size_t(rows) * n_out),
+      KOKKOS_LAMBDA(std::size_t const idx) {
+        int const r = static_cast<int>(idx / n_out), c = static_cast<int>(idx % n_out);
+        Scalar const z = rank_one ? xt(r, 0) * w(0, c) : zt(r, c);
+        if (rank_one) zt(r, c) = z;
+        if (!act) {
+          outt(r, c) = z;
+          return;
+        }
+        Scalar const t = h(r, c);
+        Scalar const ht = (Scalar(1) - t * t) * z;
+        Scalar o = has_idt ? idt(0, c) * ht : ht;
+        if (skip != 0) o += xt(r, detail::skip_source(c, n_in));
+        outt(r, c) = o;
+      });
+}
+
+/// Writes skip(g) into gx (R, n_in): gx[c] = g[c] (identity) or g[c] + g[c + n_in] (concat).
+/// Returns the beta the following GEMM must use (1 when something was written, else 0).
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+Scalar layer_skip_cotangent(ExecutionSpace const& space, LayerShape const& shape, MatrixView<Scalar, MemorySpace> g,
+                            MatrixView<Scalar, MemorySpace> gx) {
+  if (shape.skip == Skip::none) return Scalar(0);
+  int const rows = static_cast<int>(g.extent(0));
+  int const n_in = shape.n_in;
+  bool const concat = shape.skip == Skip::concat;
+  Kokkos::parallel_for(
+      "dpk::nn::Dense::skip", Kokkos::RangePolicy<ExecutionSpace>(space, 0, std::size_t(rows) * n_in),
+      KOKKOS_LAMBDA(std::size_t const idx) {
+        int const r = static_cast<int>(idx / n_in), c = static_cast<int>(idx % n_in);
+        gx(r, c) = concat ? g(r, c) + g(r, c + n_in) : g(r, c);
+      });
+  return Scalar(1);
+}
+
+/// First-order backward to the input only (forces): gz = [idt *] g (1 - h^2); gx = gz W^T + skip(g).
+/// g: (R, n_out) output cotangent, gz: (R, n_out) scratch, gx: (R, n_in).
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+void layer_backward_input(ExecutionSpace const& space, LayerShape const& shape,
+                          LayerParams<Scalar, MemorySpace> const& p, MatrixView<Scalar, MemorySpace> h,
+                          MatrixView<Scalar, MemorySpace> g, MatrixView<Scalar, MemorySpace> gz,
+                          MatrixView<Scalar, MemorySpace> gx) {
+  int const rows = static_cast<int>(g.extent(0));
+  if (rows == 0) return;
+  int const n_out = shape.n_out;
+  auto idt = p.idt;
+  bool const act = shape.tanh, has_idt = shape.timestep;
+  if (act) {
+    Kokkos::parallel_for(
+        "dpk::nn::Dense::backward_input", Kokkos::RangePolicy<ExecutionSpace>(space, 0, std::size_t(rows) * n_out),
+        KOKKOS_LAMBDA(std::size_t const idx) {
+          int const r = static_cast<int>(idx / n_out), c = static_cast<int>(idx % n_out);
+          Scalar const t = h(r, c);
+          Scalar const gh = has_idt ? idt(0, c) * g(r, c) : g(r, c);
+          gz(r, c) = gh * (Scalar(1) - t * t);
+        });
+  }
+  Scalar const beta = layer_skip_cotangent(space, shape, g, gx);
+  blas::gemm(space, "N", "T", Scalar(1), act ? gz : g, p.w, beta, gx);
+}
+
+/// Scratch matrices of the reverse pass, each (R, n_out).
+template <class Scalar, class MemorySpace>
+struct ReverseScratch {
+  MatrixView<Scalar, MemorySpace> gz, gzt, product, ones;  ///< ones: (R, 1) filled with 1
+};
+
+/// Combined reverse pass over values and tangents (SPEC.md section 8) for one layer.
+/// Inputs: x, xt (R, n_in) the layer's input value/tangent; h, zt (R, n_out) from the forward
+/// and tangent passes; g, gt (R, n_out) the output cotangents. Accumulates (+=) dW, db, didt
+/// into `grad`; writes gx, gxt (R, n_in) when they have rows (pass empty views to skip).
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+void layer_reverse(ExecutionSpace const& space, LayerShape const& shape, LayerParams<Scalar, MemorySpace> const& p,
+                   LayerParams<Scalar, MemorySpace> const& grad, MatrixView<Scalar, MemorySpace> x,
+                   MatrixView<Scalar, MemorySpace> xt, MatrixView<Scalar, MemorySpace> h,
+                   MatrixView<Scalar, MemorySpace> zt, MatrixView<Scalar, MemorySpace> g,
+                   MatrixView<Scalar, MemorySpace> gt, ReverseScratch<Scalar, MemorySpace> const& scratch,
+                   MatrixView<Scalar, MemorySpace> gx, MatrixView<Scalar, MemorySpace> gxt) {
+  int const rows = static_cast<int>(g.extent(0));
+  if (rows == 0) return;
+  int const n_out = shape.n_out;
+  auto idt = p.idt;
+  bool const act = shape.tanh, has_idt = shape.timestep;
+  auto gz = scratch.gz, gzt = scratch.gzt, product = scratch.product;
+  if (act) {
+    Kokkos::parallel_for(
+        "dpk::nn::Dense::reverse", Kokkos::RangePolicy<ExecutionSpace>(space, 0, std::size_t(rows) * n_out),
+        KOKKOS_LAMBDA(std::size_t const idx) {
+          int const r = static_cast<int>(idx / n_out), c = static_cast<int>(idx % n_out);
+          Scalar const t = h(r, c);
+          Scalar const d = Scalar(1) - t * t;
+          Scalar const z_t = zt(r, c);
+          Scalar const scale = has_idt ? idt(0, c) : Scalar(1);
+          Scalar const gh = scale * g(r, c), ght = scale * gt(r, c);
+          gzt(r, c) = ght * d;
+          gz(r, c) = (gh - Scalar(2) * t * z_t * ght) * d;
+          if (has_idt) product(r, c) = t * g(r, c) + d * z_t * gt(r, c);
+        });
+  }
+  auto const& gz_use = act ? gz : g;
+  auto const& gzt_use = act ? gzt : gt;
+  auto ones = Kokkos::subview(scratch.ones, Kokkos::make_pair(0, rows), Kokkos::ALL());
+  MatrixView<Scalar, MemorySpace> ones_r(ones.data(), rows, 1);
+  // dW += x^T gz + x'^T gz';  db += 1^T gz;  didt += 1^T (h g + h' g')
+  blas::gemm(space, "T", "N", Scalar(1), x, gz_use, Scalar(1), grad.w);
+  blas::gemm(space, "T", "N", Scalar(1), xt, gzt_use, Scalar(1), grad.w);
+  blas::gemm(space, "T", "N", Scalar(1), ones_r, gz_use, Scalar(1), grad.b);
+  if (has_idt) blas::gemm(space, "T", "N", Scalar(1), ones_r, product, Scalar(1), grad.idt);
+  if (gx.extent(0) > 0) {
+    Scalar const beta = layer_skip_cotangent(space, shape, g, gx);
+    blas::gemm(space, "N", "T", Scalar(1), gz_use, p.w, beta, gx);
+  }
+  if (gxt.extent(0) > 0) {
+    Scalar const beta = layer_skip_cotangent(space, shape, gt, gxt);
+    blas::gemm(space, "N", "T", Scalar(1), gzt_use, p.w, beta, gxt);
+  }
+}
+
+}  // namespace dpk::nn

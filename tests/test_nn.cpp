@@ -1,0 +1,206 @@
+// Dense layers and network families: forward values against a plain C++ oracle written here,
+// and the tangent + combined reverse pass against central finite differences.
+#include <doctest/doctest.h>
+
+#include <dpk/model/parameters.hpp>
+#include <dpk/nn/network.hpp>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace {
+
+using Space = dpk::DefaultExecutionSpace;
+using Mem = dpk::memory_space_t<Space>;
+
+// Plain-loop oracle of one net (SPEC.md sections 4-5), on the host in double.
+std::vector<double> oracle_forward(std::vector<dpk::nn::LayerShape> const& shapes,
+                                   std::vector<dpk::nn::LayerOffsets> const& off, std::vector<double> const& p,
+                                   std::vector<double> x, int rows) {
+  for (auto const& s : shapes) {
+    std::vector<double> y(std::size_t(rows) * s.n_out);
+    std::size_t const l = &s - shapes.data();
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < s.n_out; ++c) {
+        double z = p[off[l].b + c];
+        for (int k = 0; k < s.n_in; ++k) z += x[r * s.n_in + k] * p[off[l].w + k * s.n_out + c];
+        if (!s.tanh) {
+          y[r * s.n_out + c] = z;
+          continue;
+        }
+        double h = std::tanh(z);
+        if (s.timestep) h *= p[off[l].idt + c];
+        if (s.n_out == s.n_in) h += x[r * s.n_in + c];
+        else if (s.n_out == 2 * s.n_in) h += x[r * s.n_in + (c % s.n_in)];
+        y[r * s.n_out + c] = h;
+      }
+    x = y;
+  }
+  return x;
+}
+
+template <class Scalar>
+dpk::View1<Scalar, Mem> to_device(std::vector<double> const& v, char const* label) {
+  dpk::View1<Scalar, Mem> d(std::string(label), v.size());
+  auto h = Kokkos::create_mirror_view(d);
+  for (std::size_t k = 0; k < v.size(); ++k) h(k) = Scalar(v[k]);
+  Kokkos::deep_copy(d, h);
+  return d;
+}
+
+template <class Scalar>
+std::vector<double> to_host(dpk::MatrixView<Scalar, Mem> m) {
+  dpk::View2<Scalar, Mem> copy("copy", m.extent(0), m.extent(1));
+  Kokkos::deep_copy(copy, m);
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), copy);
+  return std::vector<double>(h.data(), h.data() + h.size());
+}
+
+struct TestNet {
+  dpk::ParameterLayout layout;
+  std::vector<double> params;
+  TestNet(bool type_one_side, bool resnet_dt)
+      : layout(make_descriptor(type_one_side, resnet_dt), make_fitting(resnet_dt), 2) {
+    params = dpk::initial_parameters(layout, 7);
+    // idt ~ N(0.1, 0.001) would hide errors in the timestep path: make it O(1).
+    for (auto const& t : layout.tensors)
+      if (t.name.find("idt") != std::string::npos)
+        for (std::size_t k = 0; k < t.size(); ++k) params[t.offset + k] = 0.5 + 0.1 * double(k);
+  }
+  static dpk::DescriptorConfig make_descriptor(bool tos, bool resnet_dt) {
+    dpk::DescriptorConfig d;
+    d.sel = {3, 4};
+    d.neuron = {2, 4, 4};  // 1->2 concat, 2->4 concat, 4->4 identity
+    d.axis_neuron = 2;
+    d.type_one_side = tos;
+    d.resnet_dt = resnet_dt;
+    return d;
+  }
+  static dpk::FittingConfig make_fitting(bool resnet_dt) {
+    dpk::FittingConfig f;
+    f.neuron = {5, 5, 5};
+    f.resnet_dt = resnet_dt;
+    return f;
+  }
+};
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("network forward equals the plain-loop oracle", Scalar, double, float) {
+  for (bool resnet_dt : {false, true}) {
+    TestNet net(true, resnet_dt);
+    int const rows = 9;
+    for (int family = 0; family < 2; ++family) {
+      auto const& shapes = family == 0 ? net.layout.embedding_shapes : net.layout.fitting_shapes;
+      auto const& offsets = family == 0 ? net.layout.embedding_offsets : net.layout.fitting_offsets;
+      dpk::nn::NetworkFamily<Scalar, Space> f(shapes, offsets, "dpk::test::net");
+      f.reserve(rows, false);
+      int const n_in = shapes.front().n_in;
+      std::vector<double> x(std::size_t(rows) * n_in);
+      for (std::size_t k = 0; k < x.size(); ++k) x[k] = std::sin(0.7 * k + 0.2);
+      auto xd = to_device<Scalar>(x, "x");
+      auto pd = to_device<Scalar>(net.params, "p");
+      f.forward(Space(), pd.data(), 1, dpk::MatrixView<Scalar, Mem>(xd.data(), rows, n_in), 0, rows);
+      auto got = to_host<Scalar>(f.output(0, rows));
+      auto want = oracle_forward(shapes, offsets[1], net.params, x, rows);
+      REQUIRE(got.size() == want.size());
+      double const tol = sizeof(Scalar) == 8 ? 1e-12 : 1e-5;
+      for (std::size_t k = 0; k < got.size(); ++k) CHECK(got[k] == doctest::Approx(want[k]).epsilon(tol));
+    }
+  }
+}
+
+// F(theta, x, x') = sum c . out(x) + sum d . out'(x; x'), with out' the directional derivative
+// along x'. The reverse pass with seeds (c, d) must give dF/dtheta, dF/dx and dF/dx'.
+TEST_CASE("network tangent and reverse pass equal finite differences") {
+  using Scalar = double;
+  for (bool resnet_dt : {false, true}) {
+    for (int family = 0; family < 2; ++family) {
+      TestNet net(true, resnet_dt);
+      auto const& shapes = family == 0 ? net.layout.embedding_shapes : net.layout.fitting_shapes;
+      auto const& offsets = family == 0 ? net.layout.embedding_offsets : net.layout.fitting_offsets;
+      int const rows = 6, n_in = shapes.front().n_in, n_out = shapes.back().n_out;
+      std::vector<double> x(rows * n_in), xt(rows * n_in), c(rows * n_out), d(rows * n_out);
+      for (std::size_t k = 0; k < x.size(); ++k) x[k] = std::sin(0.9 * k + 0.1), xt[k] = std::cos(1.3 * k);
+      for (std::size_t k = 0; k < c.size(); ++k) c[k] = 0.3 + std::sin(2.1 * k), d[k] = std::cos(0.4 * k) - 0.2;
+      dpk::nn::NetworkFamily<Scalar, Space> f(shapes, offsets, "dpk::test::net");
+      f.reserve(rows, true);
+      auto objective = [&](std::vector<double> const& p, std::vector<double> const& xv, std::vector<double> const& xtv) {
+        auto pd = to_device<Scalar>(p, "p");
+        auto xd = to_device<Scalar>(xv, "x");
+        auto xtd = to_device<Scalar>(xtv, "xt");
+        f.forward(Space(), pd.data(), 0, dpk::MatrixView<Scalar, Mem>(xd.data(), rows, n_in), 0, rows);
+        f.tangent(Space(), pd.data(), 0, dpk::MatrixView<Scalar, Mem>(xtd.data(), rows, n_in), 0, rows);
+        auto out = to_host<Scalar>(f.output(0, rows));
+        auto outt = to_host<Scalar>(f.output_tangent(0, rows));
+        double sum = 0;
+        for (std::size_t k = 0; k < out.size(); ++k) sum += c[k] * out[k] + d[k] * outt[k];
+        return sum;
+      };
+      objective(net.params, x, xt);
+      auto pd = to_device<Scalar>(net.params, "p");
+      auto xd = to_device<Scalar>(x, "x");
+      auto xtd = to_device<Scalar>(xt, "xt");
+      auto cd = to_device<Scalar>(c, "c");
+      auto dd = to_device<Scalar>(d, "d");
+      dpk::View1<Scalar, Mem> grad("grad", net.params.size()), gx("gx", x.size()), gxt("gxt", x.size());
+      f.forward(Space(), pd.data(), 0, dpk::MatrixView<Scalar, Mem>(xd.data(), rows, n_in), 0, rows);
+      f.tangent(Space(), pd.data(), 0, dpk::MatrixView<Scalar, Mem>(xtd.data(), rows, n_in), 0, rows);
+      using M = dpk::MatrixView<Scalar, Mem>;
+      f.reverse(Space(), pd.data(), grad.data(), 0, M(xd.data(), rows, n_in), M(xtd.data(), rows, n_in), 0, rows,
+                M(cd.data(), rows, n_out), M(dd.data(), rows, n_out), M(gx.data(), rows, n_in),
+                M(gxt.data(), rows, n_in));
+      auto hg = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
+      auto hgx = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), gx);
+      auto hgxt = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), gxt);
+      double const h = 1e-6;
+      int checked = 0;
+      for (auto const& off : offsets[0]) {
+        for (std::size_t base : {off.w, off.b, off.idt}) {
+          if (base == dpk::nn::LayerOffsets::npos) continue;
+          for (std::size_t k = base; k < base + 2; ++k) {
+            auto pp = net.params, pm = net.params;
+            pp[k] += h;
+            pm[k] -= h;
+            double const fd = (objective(pp, x, xt) - objective(pm, x, xt)) / (2 * h);
+            CHECK(hg(k) == doctest::Approx(fd).epsilon(1e-6));
+            ++checked;
+          }
+        }
+      }
+      CHECK(checked >= 6);
+      for (std::size_t k = 0; k < x.size(); k += 3) {
+        auto xp = x, xm = x, tp = xt, tm = xt;
+        xp[k] += h;
+        xm[k] -= h;
+        tp[k] += h;
+        tm[k] -= h;
+        CHECK(hgx(k) == doctest::Approx((objective(net.params, xp, xt) - objective(net.params, xm, xt)) / (2 * h)).epsilon(1e-6));
+        CHECK(hgxt(k) == doctest::Approx((objective(net.params, x, tp) - objective(net.params, x, tm)) / (2 * h)).epsilon(1e-6));
+      }
+    }
+  }
+}
+
+TEST_CASE("parameter layout follows DeePMD-kit's tensor names and counts") {
+  dpk::DescriptorConfig d;
+  d.sel = {46, 92};
+  d.neuron = {25, 50, 100};
+  d.axis_neuron = 16;
+  d.type_one_side = true;
+  dpk::FittingConfig f;
+  f.neuron = {240, 240, 240};
+  f.resnet_dt = true;
+  dpk::ParameterLayout layout(d, f, 2);
+  // embedding: (1*25+25) + (25*50+50) + (50*100+100) per net; fitting: 1600*240+240 + 2*(240*240+240+240) + 241
+  std::size_t const emb = 50 + 1300 + 5100, fit = 1600 * 240 + 240 + 2 * (240 * 240 + 480) + 241;
+  CHECK(layout.size == 2 * emb + 2 * fit);
+  REQUIRE(layout.find("embedding_net1_layer2_w") != nullptr);
+  CHECK(layout.find("embedding_net1_layer2_w")->shape == std::vector<int>{50, 100});
+  CHECK(layout.find("fitting_net0_layer1_idt") != nullptr);
+  CHECK(layout.find("fitting_net0_layer0_idt") == nullptr);
+  CHECK(layout.find("fitting_net1_layer3_w")->shape == std::vector<int>{240, 1});
+  d.type_one_side = false;
+  CHECK(dpk::ParameterLayout(d, f, 2).find("embedding_net3_layer0_w") != nullptr);
+}
