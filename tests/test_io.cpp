@@ -431,3 +431,194 @@ TEST_CASE("deepmd/npy bad input: each problem is one error naming the file") {
   }
   fs::remove_all(dir);
 }
+
+// ------------------------------------------------------------------------------ batch sizes, sampler
+
+TEST_CASE("batch_size: auto = ceil(32/natoms), auto:N = ceil(N/natoms), fixed, per-system list") {
+  dpk::BatchSize automatic;
+  CHECK(automatic.frames_for(192) == 1);
+  CHECK(automatic.frames_for(3) == 11);
+  dpk::BatchSize auto400{true, 400, {}};
+  CHECK(auto400.frames_for(192) == 3);
+  dpk::BatchSize fixed{false, 4, {}};
+  CHECK(fixed.frames_for(192) == 4);
+  dpk::BatchSize list{false, 2, {2, 5}};
+  CHECK(list.frames_for(std::size_t(1), 192) == 5);
+  CHECK(list.frames_for(std::size_t(0), 192) == 2);
+
+  std::vector<dpk::System> systems = dpk::read_systems({water_data + "/data_0"}, {"O", "H"});
+  dpk::DataSampler sampler(systems, auto400, 1);
+  CHECK(sampler.frames_per_batch(0) == 3);
+  dpk::HostBatch const b = sampler.next();
+  CHECK(b.nframes == 3);
+  CHECK(b.natoms == 192);
+  CHECK(b.coord.size() == 3 * 192 * 3);
+  CHECK(dpk::DataSampler(systems, automatic, 1).next().nframes == 1);
+}
+
+TEST_CASE("sampler: systems drawn in proportion to frames; frames shuffled; deterministic from the seed") {
+  std::vector<dpk::System> systems =
+      dpk::read_systems({water_data + "/data_0", water_data + "/data_1"}, {"O", "H"});  // 80 and 160 frames
+  dpk::DataSampler sampler(systems, dpk::BatchSize{}, 42);
+  auto const p = sampler.probabilities();
+  CHECK(p[0] == doctest::Approx(1.0 / 3.0));
+  CHECK(p[1] == doctest::Approx(2.0 / 3.0));
+  int const draws = 30000;
+  int count1 = 0;
+  std::vector<int> seen0(80, 0);
+  int drawn0 = 0;
+  for (int i = 0; i < draws; ++i) {
+    dpk::HostBatch const b = sampler.next();
+    REQUIRE(b.nframes == 1);
+    if (b.system == 1) ++count1;
+    // Every 80 draws of system 0 visit each of its frames once (one pass of a shuffled order).
+    if (b.system == 0 && drawn0 < 800) {
+      ++seen0[std::size_t(b.frames[0])];
+      ++drawn0;
+    }
+    // The batch holds the frame it names.
+    if (i < 50) {
+      dpk::System const& s = systems[std::size_t(b.system)];
+      CHECK(b.energy[0] == s.energy[std::size_t(b.frames[0])]);
+      CHECK(b.coord[5] == s.coord[std::size_t(b.frames[0]) * 192 * 3 + 5]);
+    }
+  }
+  // Binomial(30000, 2/3): sd ~ 82; allow 5 sd.
+  CHECK(std::abs(count1 - 2 * draws / 3) < 410);
+  for (int c : seen0) CHECK(c == 10);
+
+  // Same seed, same batches; other seed, other batches.
+  dpk::DataSampler a(systems, dpk::BatchSize{}, 7), b(systems, dpk::BatchSize{}, 7), c(systems, dpk::BatchSize{}, 8);
+  int differ = 0;
+  for (int i = 0; i < 200; ++i) {
+    dpk::HostBatch const x = a.next(), y = b.next(), z = c.next();
+    CHECK(x.system == y.system);
+    CHECK(x.frames == y.frames);
+    CHECK(x.coord == y.coord);
+    differ += (x.system != z.system || x.frames != z.frames);
+  }
+  CHECK(differ > 100);
+
+  // A restored state continues exactly where the saved one was.
+  std::string const state = a.rng_state();
+  std::vector<std::vector<int>> expected;
+  std::vector<int> expected_systems;
+  for (int i = 0; i < 300; ++i) {
+    dpk::HostBatch const x = a.next();
+    expected.push_back(x.frames);
+    expected_systems.push_back(x.system);
+  }
+  dpk::DataSampler restored(systems, dpk::BatchSize{}, 12345);
+  restored.set_rng_state(state);
+  for (int i = 0; i < 300; ++i) {
+    dpk::HostBatch const x = restored.next();
+    CHECK(x.system == expected_systems[std::size_t(i)]);
+    CHECK(x.frames == expected[std::size_t(i)]);
+  }
+  check_error([&] { restored.set_rng_state("garbage"); }, {"set_rng_state"});
+  dpk::DataSampler other(dpk::read_systems({water_data + "/data_0"}, {}), dpk::BatchSize{}, 1);
+  check_error([&] { other.set_rng_state(state); }, {"set_rng_state", "2 systems"});
+}
+
+TEST_CASE("sampler: reshuffles when fewer than batch_size frames remain; custom weights") {
+  fs::path const dir = scratch("sampler_small");
+  TinySystem const tiny(dir / "t", 1, 5);
+  std::vector<dpk::System> systems = dpk::read_systems({tiny.dir.string()}, {});
+  dpk::DataSampler sampler(systems, dpk::BatchSize{false, 2, {}}, 3);
+  for (int i = 0; i < 20; ++i) {
+    dpk::HostBatch const b = sampler.next();
+    CHECK(b.nframes == 2);
+    CHECK(b.frames[0] != b.frames[1]);
+  }
+  // A batch larger than the system holds all its frames.
+  CHECK(dpk::DataSampler(systems, dpk::BatchSize{false, 9, {}}, 3).next().nframes == 5);
+
+  // prob_uniform and sys_probs weights.
+  TinySystem const big(dir / "u", 1, 50);
+  std::vector<dpk::System> two = dpk::read_systems({tiny.dir.string(), big.dir.string()}, {});
+  dpk::DataConfig data;
+  data.auto_prob = "prob_uniform";
+  auto w = dpk::system_weights(data, two);
+  CHECK(w == std::vector<double>{1.0, 1.0});
+  data.sys_probs = {0.0, 1.0};
+  dpk::SamplerOptions options;
+  options.weights = dpk::system_weights(data, two);
+  dpk::DataSampler only_big(two, dpk::BatchSize{false, 1, {}}, 5, options);
+  for (int i = 0; i < 50; ++i) CHECK(only_big.next().system == 1);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("sampler: sequential mode walks every frame of every system in order") {
+  fs::path const dir = scratch("sampler_sequential");
+  TinySystem const a(dir / "a", 2, 3), b(dir / "b", 1, 4);
+  std::vector<dpk::System> systems = dpk::read_systems({a.dir.string(), b.dir.string()}, {});
+  dpk::SamplerOptions options;
+  options.mode = dpk::SamplingMode::sequential;
+  dpk::DataSampler sampler(systems, dpk::BatchSize{false, 4, {}}, 0, options);
+  CHECK(sampler.batches_per_epoch() == 3);  // 6 frames -> 4 + 2; 4 frames -> 4
+  std::vector<std::pair<int, std::vector<int>>> walked;
+  for (int i = 0; i < 4; ++i) {
+    dpk::HostBatch const x = sampler.next();
+    walked.emplace_back(x.system, x.frames);
+  }
+  CHECK(walked[0] == std::make_pair(0, std::vector<int>{0, 1, 2, 3}));
+  CHECK(walked[1] == std::make_pair(0, std::vector<int>{4, 5}));
+  CHECK(walked[2] == std::make_pair(1, std::vector<int>{0, 1, 2, 3}));
+  CHECK(walked[3] == walked[0]);  // wraps around
+  dpk::HostBatch const part = sampler.batch(0, 2, 3);
+  CHECK(part.frames == std::vector<int>{2, 3, 4});
+  CHECK(part.coord[0] == TinySystem::coord_value(0, 2, 0, 0));
+  CHECK(part.coord[9] == TinySystem::coord_value(1, 0, 0, 0));  // frame 3 = set.001 frame 0
+  check_error([&] { sampler.batch(0, 4, 3); }, {"outside system"});
+  fs::remove_all(dir);
+}
+
+TEST_CASE_TEMPLATE("upload: host batch to Frames/Labels, types per frame, no reallocation for equal sizes", Scalar,
+                   double, float) {
+  using Space = dpk::DefaultExecutionSpace;
+  using Mem = dpk::memory_space_t<Space>;
+  fs::path const dir = scratch(std::string("upload_") + (sizeof(Scalar) == 8 ? "d" : "f"));
+  TinySystem const tiny(dir / "t", 1, 4, true);
+  std::vector<dpk::System> systems = dpk::read_systems({tiny.dir.string()}, {"O", "H"});
+  dpk::SamplerOptions options;
+  options.mode = dpk::SamplingMode::sequential;
+  dpk::DataSampler sampler(systems, dpk::BatchSize{false, 2, {}}, 0, options);
+  dpk::Frames<Scalar, Mem> frames;
+  dpk::Labels<Scalar, Mem> labels;
+  dpk::HostBatch batch = sampler.next();
+  dpk::upload(batch, frames, labels);
+  CHECK(frames.nframes == 2);
+  CHECK(frames.natoms == 3);
+  CHECK(frames.nloc() == 6);
+  CHECK(labels.has_virial);
+  REQUIRE(frames.coord.extent(0) == 6);
+  REQUIRE(frames.types.extent(0) == 6);
+  auto coord = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), frames.coord);
+  auto types = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), frames.types);
+  auto box = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), frames.box);
+  auto energy = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), labels.energy);
+  auto force = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), labels.force);
+  auto virial = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), labels.virial);
+  for (int f = 0; f < 2; ++f)
+    for (int a = 0; a < 3; ++a) {
+      CHECK(types(f * 3 + a) == tiny.types[std::size_t(a)]);
+      for (int c = 0; c < 3; ++c) {
+        CHECK(coord(f * 3 + a, c) == Scalar(TinySystem::coord_value(0, f, a, c)));
+        CHECK(force(f * 3 + a, c) == Scalar(-0.5 * TinySystem::coord_value(0, f, a, c)));
+      }
+    }
+  CHECK(box(1, 4) == Scalar(8));
+  CHECK(energy(1) == Scalar(-101));
+  CHECK(virial(1, 8) == Scalar(0.125 * 8 + 1));
+  Scalar const* before = frames.coord.data();
+  sampler.next(batch);
+  dpk::upload(batch, frames, labels);
+  CHECK(frames.coord.data() == before);
+  coord = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), frames.coord);
+  CHECK(coord(0, 0) == Scalar(TinySystem::coord_value(0, 2, 0, 0)));
+  // A smaller batch resizes to the exact size.
+  dpk::upload(sampler.batch(0, 0, 1), frames, labels);
+  CHECK(frames.coord.extent(0) == 3);
+  CHECK(labels.energy.extent(0) == 1);
+  fs::remove_all(dir);
+}
