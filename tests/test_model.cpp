@@ -1,0 +1,372 @@
+// The energy model against DeePMD-kit (tests/data/water_model), finite differences of the
+// energy (forces, virial) and of the loss (every parameter tensor), and invariances.
+#include <doctest/doctest.h>
+
+#include <dpk/io/npy.hpp>
+#include <dpk/model/energy_model.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Space = dpk::DefaultExecutionSpace;
+using Mem = dpk::memory_space_t<Space>;
+std::string const fixture = std::string(DPK_TEST_DATA_DIR) + "/water_model/";
+
+std::vector<int> water_types() {
+  std::vector<int> t(192, 1);
+  for (int i = 0; i < 64; ++i) t[i] = 0;
+  return t;
+}
+
+dpk::DescriptorConfig fixture_descriptor(bool tos) {
+  dpk::DescriptorConfig d;
+  d.rcut = 6.0;
+  d.rcut_smth = 0.5;
+  d.sel = {46, 92};
+  d.neuron = {8, 16};
+  d.axis_neuron = 4;
+  d.resnet_dt = false;
+  d.type_one_side = tos;
+  return d;
+}
+
+dpk::FittingConfig fixture_fitting() {
+  dpk::FittingConfig f;
+  f.neuron = {16, 16};
+  f.resnet_dt = true;
+  return f;
+}
+
+template <class Scalar>
+void load_fixture_model(dpk::EnergyModel<Scalar, Space>& model, std::string const& dir) {
+  std::vector<double> params(model.num_parameters(), 0.0);
+  for (auto const& t : model.tensors()) {
+    auto a = dpk::read_npy(dir + "weights/" + t.name + ".npy");
+    REQUIRE_MESSAGE(a.data.size() == t.size(), t.name);
+    std::copy(a.data.begin(), a.data.end(), params.begin() + t.offset);
+  }
+  model.set_parameters(params);
+  model.set_statistics(dpk::read_npy(dir + "avg.npy").data, dpk::read_npy(dir + "std.npy").data);
+  model.set_energy_bias({-93.5, -187.25});
+}
+
+template <class Scalar>
+dpk::Frames<Scalar, Mem> make_frames(std::vector<double> const& coord, std::vector<double> const& box,
+                                     std::vector<int> const& types, int nframes, bool periodic = true) {
+  dpk::Frames<Scalar, Mem> f;
+  int const natoms = static_cast<int>(types.size());
+  f.nframes = nframes;
+  f.natoms = natoms;
+  f.periodic = periodic;
+  f.coord = dpk::View2<Scalar, Mem>("coord", nframes * natoms, 3);
+  f.box = dpk::View2<Scalar, Mem>("box", nframes, 9);
+  f.types = dpk::View1<int, Mem>("types", nframes * natoms);
+  auto hc = Kokkos::create_mirror_view(f.coord);
+  auto hb = Kokkos::create_mirror_view(f.box);
+  auto ht = Kokkos::create_mirror_view(f.types);
+  for (int a = 0; a < nframes * natoms; ++a) {
+    for (int d = 0; d < 3; ++d) hc(a, d) = Scalar(coord[3 * a + d]);
+    ht(a) = types[a % natoms];
+  }
+  for (int fr = 0; fr < nframes; ++fr)
+    for (int k = 0; k < 9; ++k) hb(fr, k) = Scalar(box.empty() ? 0.0 : box[9 * fr + k]);
+  Kokkos::deep_copy(f.coord, hc);
+  Kokkos::deep_copy(f.box, hb);
+  Kokkos::deep_copy(f.types, ht);
+  return f;
+}
+
+template <class V>
+std::vector<double> host(V const& v) {
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  return std::vector<double>(h.data(), h.data() + h.size());
+}
+
+double relative_error(double got, double want) { return std::abs(got - want) / std::max(1.0, std::abs(want)); }
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("energy model equals DeePMD-kit on two water frames", Scalar, double, float) {
+  bool const is_double = sizeof(Scalar) == 8;
+  for (bool tos : {true, false}) {
+    std::string const dir = fixture + (tos ? "tos_true/" : "tos_false/");
+    CAPTURE(tos);
+    dpk::EnergyModel<Scalar, Space> model(fixture_descriptor(tos), fixture_fitting(), 2);
+    load_fixture_model(model, dir);
+    for (int frame = 0; frame < 2; ++frame) {
+      CAPTURE(frame);
+      std::string const p = dir + "frame" + std::to_string(frame) + "_";
+      auto frames = make_frames<Scalar>(dpk::read_npy(p + "coord.npy").data, dpk::read_npy(p + "box.npy").data,
+                                        water_types(), 1);
+      dpk::Prediction<Scalar, Mem> out;
+      model.predict(Space(), frames, out, true, true);
+      auto descriptor = host(model.descriptor_values(Space()));
+      auto want_d = dpk::read_npy(p + "descriptor.npy").data;
+      REQUIRE(descriptor.size() == want_d.size());
+      double worst_d = 0;
+      for (std::size_t k = 0; k < want_d.size(); ++k)
+        worst_d = std::max(worst_d, std::abs(descriptor[k] - want_d[k]) / (std::abs(want_d[k]) + 1e-3));
+      CHECK(worst_d < (is_double ? 1e-10 : 1e-4));
+      auto atom_energy = host(out.atom_energy);
+      auto want_e = dpk::read_npy(p + "atom_energy.npy").data;
+      double worst_e = 0, total = 0;
+      for (std::size_t i = 0; i < want_e.size(); ++i) {
+        worst_e = std::max(worst_e, relative_error(atom_energy[i], want_e[i]) / std::abs(want_e[i]));
+        total += want_e[i];
+      }
+      CHECK(worst_e < (is_double ? 1e-10 : 1e-6));
+      CHECK(relative_error(host(out.energy)[0], total) / std::abs(total) < (is_double ? 1e-12 : 1e-6));
+      auto force = host(out.force);
+      auto want_f = dpk::read_npy(p + "force.npy").data;
+      double worst_f = 0;
+      for (std::size_t k = 0; k < want_f.size(); ++k) worst_f = std::max(worst_f, std::abs(force[k] - want_f[k]));
+      CHECK(worst_f < (is_double ? 1e-8 : 1e-5));
+      auto virial = host(out.virial);
+      auto want_v = dpk::read_npy(p + "virial.npy").data;
+      double worst_v = 0;
+      for (int k = 0; k < 9; ++k) worst_v = std::max(worst_v, std::abs(virial[k] - want_v[k]));
+      CHECK(worst_v < (is_double ? 1e-6 : 1e-3));
+      // Per-atom virials sum to the virial.
+      auto atom_virial = host(out.atom_virial);
+      for (int k = 0; k < 9; ++k) {
+        double sum = 0;
+        for (int i = 0; i < 192; ++i) sum += atom_virial[9 * i + k];
+        CHECK(sum == doctest::Approx(virial[k]).epsilon(is_double ? 1e-10 : 1e-4));
+      }
+      MESSAGE("tos=", tos, " frame ", frame, " max rel err D ", worst_d, " E_i ", worst_e, " |dF| ", worst_f,
+              " |dW| ", worst_v);
+    }
+  }
+}
+
+namespace {
+
+// A small random periodic system of `ntypes` types for finite-difference tests.
+struct SmallSystem {
+  int natoms, nframes;
+  std::vector<double> coord, box;
+  std::vector<int> types;
+  SmallSystem(int ntypes, int natoms_, int nframes_, unsigned seed) : natoms(natoms_), nframes(nframes_) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    for (int f = 0; f < nframes; ++f) {
+      double const l = 6.5 + 0.3 * f;
+      std::vector<double> b = {l, 0, 0, 0.4, l - 0.2, 0, -0.3, 0.2, l + 0.1};
+      box.insert(box.end(), b.begin(), b.end());
+      for (int a = 0; a < natoms; ++a) {
+        double const s0 = u(rng), s1 = u(rng), s2 = u(rng);
+        for (int d = 0; d < 3; ++d) coord.push_back(s0 * b[d] + s1 * b[3 + d] + s2 * b[6 + d]);
+      }
+    }
+    for (int a = 0; a < natoms; ++a) types.push_back(a % ntypes);
+  }
+};
+
+dpk::DescriptorConfig small_descriptor(int ntypes, bool tos, bool resnet_dt) {
+  dpk::DescriptorConfig d;
+  d.rcut = 3.2;
+  d.rcut_smth = 0.8;
+  d.sel.assign(ntypes, 12);
+  d.neuron = {3, 6, 6};
+  d.axis_neuron = 2;
+  d.type_one_side = tos;
+  d.resnet_dt = resnet_dt;
+  return d;
+}
+
+dpk::FittingConfig small_fitting(bool resnet_dt) {
+  dpk::FittingConfig f;
+  f.neuron = {5, 5};
+  f.resnet_dt = resnet_dt;
+  return f;
+}
+
+template <class Scalar>
+dpk::Labels<Scalar, Mem> random_labels(int nframes, int nloc, bool virial, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> n(0.0, 1.0);
+  dpk::Labels<Scalar, Mem> l;
+  l.has_virial = virial;
+  l.energy = dpk::View1<Scalar, Mem>("e", nframes);
+  l.force = dpk::View2<Scalar, Mem>("f", nloc, 3);
+  l.virial = dpk::View2<Scalar, Mem>("v", nframes, 9);
+  auto he = Kokkos::create_mirror_view(l.energy);
+  auto hf = Kokkos::create_mirror_view(l.force);
+  auto hv = Kokkos::create_mirror_view(l.virial);
+  for (int f = 0; f < nframes; ++f) he(f) = n(rng);
+  for (int a = 0; a < nloc; ++a)
+    for (int d = 0; d < 3; ++d) hf(a, d) = 0.3 * n(rng);
+  for (int f = 0; f < nframes; ++f)
+    for (int k = 0; k < 9; ++k) hv(f, k) = n(rng);
+  Kokkos::deep_copy(l.energy, he);
+  Kokkos::deep_copy(l.force, hf);
+  Kokkos::deep_copy(l.virial, hv);
+  return l;
+}
+
+// Statistics that make the normalised rows O(1) on the small system.
+void small_statistics(dpk::EnergyModel<double, Space>& model, int ntypes) {
+  int const nnei = model.descriptor().nnei();
+  std::vector<double> avg(ntypes * nnei * 4, 0.0), sd(avg.size(), 0.0);
+  for (int t = 0; t < ntypes; ++t)
+    for (int s = 0; s < nnei; ++s) {
+      avg[(t * nnei + s) * 4] = 0.1 + 0.05 * t;
+      sd[(t * nnei + s) * 4] = 0.3;
+      for (int c = 1; c < 4; ++c) sd[(t * nnei + s) * 4 + c] = 0.2 + 0.02 * t;
+    }
+  model.set_statistics(avg, sd);
+}
+
+}  // namespace
+
+TEST_CASE("loss gradient equals central finite differences for every parameter tensor") {
+  struct Case {
+    int ntypes;
+    bool tos, resnet_dt;
+    double pe, pf, pv;
+  };
+  std::vector<Case> cases = {
+      {2, true, false, 1.0, 0.0, 0.0},  {2, true, true, 0.0, 1.0, 0.0},   {2, false, true, 0.0, 0.0, 1.0},
+      {3, false, false, 0.5, 2.0, 0.7}, {3, true, true, 0.3, 1.0, 0.2},   {2, false, false, 0.0, 1.0, 0.0},
+  };
+  for (auto const& c : cases) {
+    CAPTURE(c.ntypes);
+    CAPTURE(c.tos);
+    CAPTURE(c.resnet_dt);
+    CAPTURE(c.pe);
+    CAPTURE(c.pf);
+    CAPTURE(c.pv);
+    SmallSystem sys(c.ntypes, 14, 2, 11 + c.ntypes);
+    dpk::EnergyModel<double, Space> model(small_descriptor(c.ntypes, c.tos, c.resnet_dt), small_fitting(c.resnet_dt),
+                                          c.ntypes);
+    model.initialize_parameters(5);
+    small_statistics(model, c.ntypes);
+    model.set_energy_bias(std::vector<double>(c.ntypes, -1.0));
+    auto frames = make_frames<double>(sys.coord, sys.box, sys.types, sys.nframes);
+    auto labels = random_labels<double>(sys.nframes, sys.nframes * sys.natoms, c.pv > 0, 3);
+    dpk::LossPrefactors pref{c.pe, c.pf, c.pv};
+    model.loss_and_gradient(Space(), frames, labels, pref);
+    auto grad = model.gradient_host();
+    auto params = model.parameters_host();
+    REQUIRE(model.neighbor_list().dropped == 0);
+    auto loss_at = [&](std::vector<double> const& p) {
+      model.set_parameters(p);
+      return model.evaluate_loss(Space(), frames, labels, pref).loss;
+    };
+    double const h = 1e-5;
+    int checked = 0, significant = 0;
+    for (auto const& t : model.tensors()) {
+      // a few entries of every tensor: first, middle, last
+      for (std::size_t k : {std::size_t(0), t.size() / 2, t.size() - 1}) {
+        std::size_t const idx = t.offset + k;
+        auto pp = params, pm = params;
+        pp[idx] += h;
+        pm[idx] -= h;
+        double const fd = (loss_at(pp) - loss_at(pm)) / (2 * h);
+        double const scale = std::max(std::abs(fd), std::abs(grad[idx]));
+        CAPTURE(t.name);
+        CAPTURE(k);
+        // relative 1e-6 where the gradient is not tiny; the absolute floor is the FD rounding noise
+        CHECK(std::abs(grad[idx] - fd) < 1e-6 * scale + 2e-9);
+        if (scale > 1e-4) ++significant;
+        ++checked;
+      }
+    }
+    model.set_parameters(params);
+    CHECK(significant > checked / 2);
+  }
+}
+
+TEST_CASE("forces and virial are minus finite differences of the energy") {
+  SmallSystem sys(2, 16, 1, 21);
+  dpk::EnergyModel<double, Space> model(small_descriptor(2, false, true), small_fitting(true), 2);
+  model.initialize_parameters(9);
+  small_statistics(model, 2);
+  auto energy_at = [&](std::vector<double> const& coord, std::vector<double> const& box) {
+    auto f = make_frames<double>(coord, box, sys.types, 1);
+    dpk::Prediction<double, Mem> out;
+    model.predict(Space(), f, out, false);
+    return host(out.energy)[0];
+  };
+  auto frames = make_frames<double>(sys.coord, sys.box, sys.types, 1);
+  dpk::Prediction<double, Mem> out;
+  model.predict(Space(), frames, out, true);
+  auto force = host(out.force);
+  auto virial = host(out.virial);
+  double const h = 1e-5;
+  for (int a = 0; a < sys.natoms; a += 3)
+    for (int d = 0; d < 3; ++d) {
+      auto cp = sys.coord, cm = sys.coord;
+      cp[3 * a + d] += h;
+      cm[3 * a + d] -= h;
+      double const fd = -(energy_at(cp, sys.box) - energy_at(cm, sys.box)) / (2 * h);
+      CHECK(force[3 * a + d] == doctest::Approx(fd).epsilon(1e-6).scale(1e-3));
+    }
+  double fsum[3] = {0, 0, 0};
+  for (int a = 0; a < sys.natoms; ++a)
+    for (int d = 0; d < 3; ++d) fsum[d] += force[3 * a + d];
+  for (double s : fsum) CHECK(std::abs(s) < 1e-12);
+  // W_ab = -dE/d(eps_ab) for x -> (I + eps) x applied to coordinates and cell vectors.
+  for (int a = 0; a < 3; ++a)
+    for (int b = 0; b < 3; ++b) {
+      auto strained = [&](double eps) {
+        auto c = sys.coord, bx = sys.box;
+        for (std::size_t r = 0; r < c.size() / 3; ++r) c[3 * r + a] += eps * sys.coord[3 * r + b];
+        for (int r = 0; r < 3; ++r) bx[3 * r + a] += eps * sys.box[3 * r + b];
+        return energy_at(c, bx);
+      };
+      double const fd = -(strained(h) - strained(-h)) / (2 * h);
+      CHECK(virial[3 * a + b] == doctest::Approx(fd).epsilon(1e-6).scale(1e-3));
+    }
+}
+
+TEST_CASE("energy is invariant under translation, rotation and permutation, and smooth at rcut") {
+  SmallSystem sys(2, 12, 1, 5);
+  // Non-periodic cluster so that rotations are exact symmetries.
+  dpk::EnergyModel<double, Space> model(small_descriptor(2, true, false), small_fitting(true), 2);
+  model.initialize_parameters(3);
+  small_statistics(model, 2);
+  auto energy_of = [&](std::vector<double> const& coord, std::vector<int> const& types) {
+    auto f = make_frames<double>(coord, {}, types, 1, false);
+    dpk::Prediction<double, Mem> out;
+    model.predict(Space(), f, out, false);
+    return host(out.energy)[0];
+  };
+  std::vector<double> coord(sys.coord.begin(), sys.coord.begin() + 3 * sys.natoms);
+  double const e0 = energy_of(coord, sys.types);
+  auto moved = coord;
+  for (std::size_t k = 0; k < moved.size(); ++k) moved[k] += (k % 3 == 0 ? 1.7 : (k % 3 == 1 ? -2.3 : 0.4));
+  CHECK(energy_of(moved, sys.types) == doctest::Approx(e0).epsilon(1e-12));
+  double const th = 0.7, ph = -0.4;
+  double const r[9] = {std::cos(th), -std::sin(th) * std::cos(ph), std::sin(th) * std::sin(ph),
+                       std::sin(th), std::cos(th) * std::cos(ph),  -std::cos(th) * std::sin(ph),
+                       0.0,          std::sin(ph),                 std::cos(ph)};
+  auto rotated = coord;
+  for (int a = 0; a < sys.natoms; ++a)
+    for (int d = 0; d < 3; ++d)
+      rotated[3 * a + d] = r[3 * d] * coord[3 * a] + r[3 * d + 1] * coord[3 * a + 1] + r[3 * d + 2] * coord[3 * a + 2];
+  CHECK(energy_of(rotated, sys.types) == doctest::Approx(e0).epsilon(1e-12));
+  std::vector<int> perm(sys.natoms);
+  for (int a = 0; a < sys.natoms; ++a) perm[a] = (a * 5 + 3) % sys.natoms;
+  std::vector<double> pc(coord.size());
+  std::vector<int> pt(sys.natoms);
+  for (int a = 0; a < sys.natoms; ++a) {
+    for (int d = 0; d < 3; ++d) pc[3 * a + d] = coord[3 * perm[a] + d];
+    pt[a] = sys.types[perm[a]];
+  }
+  CHECK(energy_of(pc, pt) == doctest::Approx(e0).epsilon(1e-12));
+  // Two atoms pulled apart through rcut: energy continuous (and flat) at the cutoff.
+  std::vector<int> pair_types = {0, 1};
+  double const rc = model.descriptor().rcut;
+  auto pair_energy = [&](double dist) { return energy_of({0, 0, 0, dist, 0, 0}, pair_types); };
+  double const inside = pair_energy(rc - 1e-6), outside = pair_energy(rc + 1e-6), far = pair_energy(rc + 1.0);
+  CHECK(std::abs(inside - outside) < 1e-9);
+  CHECK(std::abs(outside - far) < 1e-12);
+  double const slope = (pair_energy(rc - 1e-4) - pair_energy(rc - 2e-4)) / 1e-4;
+  CHECK(std::abs(slope) < 1e-6);
+}
