@@ -370,3 +370,39 @@ TEST_CASE("energy is invariant under translation, rotation and permutation, and 
   double const slope = (pair_energy(rc - 1e-4) - pair_energy(rc - 2e-4)) / 1e-4;
   CHECK(std::abs(slope) < 1e-6);
 }
+
+TEST_CASE("statistics recomputed from frames 0-9 of water data_0 equal DeePMD-kit's") {
+  auto system = dpk::read_system(std::string(DPK_SOURCE_DIR) + "/examples/water/data/data_0", {"O", "H"});
+  std::vector<dpk::HostBatch> batches;
+  for (int f = 0; f < 10; ++f) {
+    dpk::HostBatch b;
+    b.system = 0;
+    b.nframes = 1;
+    b.natoms = system.natoms;
+    b.periodic = system.periodic;
+    b.frames = {f};
+    b.types = system.types;
+    b.coord.assign(system.coord.begin() + f * system.natoms * 3, system.coord.begin() + (f + 1) * system.natoms * 3);
+    b.force.assign(system.force.begin() + f * system.natoms * 3, system.force.begin() + (f + 1) * system.natoms * 3);
+    b.box.assign(system.box.begin() + f * 9, system.box.begin() + (f + 1) * 9);
+    b.energy = {system.energy[f]};
+    batches.push_back(b);
+  }
+  for (bool tos : {true, false}) {
+    dpk::EnergyModel<double, Space> model(fixture_descriptor(tos), fixture_fitting(), 2);
+    model.compute_statistics(Space(), batches);
+    std::string const dir = fixture + (tos ? "tos_true/" : "tos_false/");
+    auto avg = dpk::read_npy(dir + "avg.npy").data;
+    auto sd = dpk::read_npy(dir + "std.npy").data;
+    REQUIRE(avg.size() == model.statistics_avg().size());
+    double worst = 0;
+    for (std::size_t k = 0; k < avg.size(); ++k) {
+      worst = std::max(worst, std::abs(model.statistics_avg()[k] - avg[k]) / std::max(1e-12, std::abs(avg[k])) *
+                                  (avg[k] != 0));
+      worst = std::max(worst, std::abs(model.statistics_std()[k] - sd[k]) / sd[k]);
+      CHECK(std::abs(model.statistics_avg()[k] - avg[k]) <= 1e-10 * std::abs(avg[k]) + 1e-15);
+    }
+    CHECK(worst < 1e-10);
+    MESSAGE("statistics max relative error ", worst);
+  }
+}

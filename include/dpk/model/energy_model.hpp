@@ -16,6 +16,7 @@
 #include <dpk/descriptor/force_virial.hpp>
 #include <dpk/descriptor/se_a.hpp>
 #include <dpk/descriptor/statistics.hpp>
+#include <dpk/io/data_sampler.hpp>
 #include <dpk/io/input.hpp>
 #include <dpk/model/parameters.hpp>
 #include <dpk/neighbor/neighbor_list.hpp>
@@ -158,6 +159,30 @@ class EnergyModel {
   }
   std::vector<double> const& statistics_avg() const { return avg_; }
   std::vector<double> const& statistics_std() const { return std_; }
+
+  /// Computes the normalisation statistics (SPEC.md section 3) from the raw environment rows of
+  /// `batches` (DeePMD-kit uses data_stat_nbatch = 10 batches) and installs them.
+  void compute_statistics(ExecutionSpace const& space, std::vector<HostBatch> const& batches) {
+    require(!batches.empty(), "EnergyModel::compute_statistics: no batches to compute statistics from");
+    StatisticsAccumulator<Scalar, ExecutionSpace> accumulator(ntypes_, nnei_);
+    EnvironmentStatistics<Scalar, memory_space> unit;
+    unit.avg = View3<Scalar, memory_space>("dpk::model::stat_avg", ntypes_, nnei_, 4);
+    unit.std = View3<Scalar, memory_space>("dpk::model::stat_std", ntypes_, nnei_, 4);
+    Kokkos::deep_copy(unit.avg, Scalar(0));
+    Kokkos::deep_copy(unit.std, Scalar(1));
+    Frames<Scalar, memory_space> frames;
+    Labels<Scalar, memory_space> labels;
+    EnvironmentMatrix<Scalar, memory_space> raw;
+    for (auto const& batch : batches) {
+      upload(batch, frames, labels);
+      search_.build(space, frames, nlist_);
+      compute_environment_matrix(space, nlist_, frames.types, unit, descriptor_.rcut_smth, descriptor_.rcut, raw);
+      accumulator.add(space, raw, frames.types, frames.nloc());
+    }
+    std::vector<double> avg, std_dev;
+    accumulator.finalize(avg, std_dev);
+    set_statistics(avg, std_dev);
+  }
 
   /// Per-type energy bias added to every atomic energy.
   void set_energy_bias(std::vector<double> const& bias) {
