@@ -188,6 +188,15 @@ inline std::vector<std::vector<std::vector<BruteNeighbor>>> brute_force(HostBatc
   return out;
 }
 
+/// A host copy that never aliases the device view (create_mirror_view would alias on host
+/// backends, and a later kernel would change the "snapshot").
+template <class ViewType>
+auto snapshot(ViewType const& view) {
+  auto copy = Kokkos::create_mirror(Kokkos::HostSpace(), view);
+  Kokkos::deep_copy(copy, view);
+  return copy;
+}
+
 /// Host copies of a list.
 template <class Scalar>
 struct HostList {
@@ -198,9 +207,9 @@ struct HostList {
 template <class Scalar>
 HostList<Scalar> to_host(dpk::NeighborList<Scalar, Mem> const& list) {
   HostList<Scalar> h;
-  h.index = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), list.index);
-  h.rij = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), list.rij);
-  h.count = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), list.count);
+  h.index = snapshot(list.index);
+  h.rij = snapshot(list.rij);
+  h.count = snapshot(list.count);
   return h;
 }
 

@@ -16,22 +16,6 @@ namespace dpk {
 
 namespace detail {
 
-/// Reallocates `view` to exactly `inner` in every dimension but the first, and grows the first
-/// to at least `rows` (strides of the inner dimensions must match what kernels assume).
-template <class ViewType, class... Inner>
-void ensure_rows(ViewType& view, std::size_t rows, Inner... inner) {
-  std::size_t const want[] = {static_cast<std::size_t>(inner)...};
-  bool reshape = false;
-  for (std::size_t r = 0; r < sizeof...(Inner); ++r) reshape = reshape || view.extent(r + 1) != want[r];
-  if (reshape) {
-    std::string const label = view.label();
-    view = ViewType();
-    view = ViewType(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), rows, inner...);
-  } else {
-    ensure_extent(view, rows, inner...);
-  }
-}
-
 /// Periodic image code: three image indices in [-512, 511] packed into one int (ordering key).
 KOKKOS_INLINE_FUNCTION int encode_image(int i0, int i1, int i2) {
   return ((i0 + 512) * 1024 + (i1 + 512)) * 1024 + (i2 + 512);
