@@ -1,5 +1,11 @@
 # Helpers shared by tests, benchmarks and examples.
 
+# Values of the DPK_SOURCE_DIR / DPK_TEST_DATA_DIR macros in tests. Default: this source tree.
+# scripts/gpu_bundle.sh sets them relative ("." and "./tests/data") so that the test binaries
+# find their data inside a relocatable bundle (run from the bundle's root).
+set(DPK_TEST_SOURCE_DIR "${PROJECT_SOURCE_DIR}" CACHE STRING "DPK_SOURCE_DIR as seen by the tests")
+set(DPK_TEST_DATA_DIR "${DPK_TEST_SOURCE_DIR}/tests/data" CACHE STRING "DPK_TEST_DATA_DIR as seen by the tests")
+
 # dpk_add_test(NAME source... [THREADS n...]): a doctest executable linked to dpk with
 # tests/test_main.cpp; registered once per thread count (OMP_NUM_THREADS) for OpenMP builds.
 function(dpk_add_test name)
@@ -7,8 +13,8 @@ function(dpk_add_test name)
   add_executable(${name} ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/test_main.cpp)
   target_link_libraries(${name} PRIVATE dpk::dpk)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
-  target_compile_definitions(${name} PRIVATE DPK_TEST_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data"
-    DPK_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  target_compile_definitions(${name} PRIVATE DPK_TEST_DATA_DIR="${DPK_TEST_DATA_DIR}"
+    DPK_SOURCE_DIR="${DPK_TEST_SOURCE_DIR}")
   if(NOT ARG_THREADS)
     set(ARG_THREADS 2)
   endif()
