@@ -622,3 +622,306 @@ TEST_CASE_TEMPLATE("upload: host batch to Frames/Labels, types per frame, no rea
   CHECK(labels.energy.extent(0) == 1);
   fs::remove_all(dir);
 }
+
+// ------------------------------------------------------------------------------ input.json
+
+TEST_CASE("input.json of examples/water parses to DeePMD-kit's values") {
+  dpk::InputConfig const c = dpk::read_input(water_input);
+  CHECK(c.source == water_input);
+  CHECK(c.warnings.empty());  // "_comment" keys are accepted silently
+  CHECK(c.type_map == std::vector<std::string>{"O", "H"});
+  CHECK(c.descriptor.type == "se_e2_a");
+  CHECK(c.descriptor.sel == std::vector<int>{46, 92});
+  CHECK(c.descriptor.nnei() == 138);
+  CHECK(c.descriptor.rcut == 6.0);
+  CHECK(c.descriptor.rcut_smth == 0.5);
+  CHECK(c.descriptor.neuron == std::vector<int>{25, 50, 100});
+  CHECK(c.descriptor.axis_neuron == 16);
+  CHECK(c.descriptor.type_one_side);
+  CHECK_FALSE(c.descriptor.resnet_dt);
+  CHECK(c.descriptor.activation_function == "tanh");
+  CHECK(c.descriptor.seed == std::optional<std::uint64_t>(1));
+  CHECK(c.precision() == "float64");
+  CHECK(c.fitting.neuron == std::vector<int>{240, 240, 240});
+  CHECK(c.fitting.resnet_dt);
+  CHECK(c.fitting.seed == std::optional<std::uint64_t>(1));
+  CHECK(c.learning_rate.type == "exp");
+  CHECK(c.learning_rate.decay_steps == 5000);
+  CHECK(c.learning_rate.start_lr == 1e-3);
+  CHECK(c.learning_rate.stop_lr == 3.51e-8);
+  CHECK(c.learning_rate.scale_by_worker == "linear");
+  CHECK(c.loss.type == "ener");
+  CHECK(c.loss.start_pref_e == 0.02);
+  CHECK(c.loss.limit_pref_e == 1.0);
+  CHECK(c.loss.start_pref_f == 1000.0);
+  CHECK(c.loss.limit_pref_f == 1.0);
+  CHECK(c.loss.start_pref_v == 0.0);
+  CHECK(c.loss.limit_pref_v == 0.0);
+  std::string const folder = fs::path(water_input).parent_path().string();
+  std::vector<std::string> expected;
+  for (int i = 0; i < 3; ++i)
+    expected.push_back((fs::path(folder) / ("../data/data_" + std::to_string(i))).lexically_normal().string());
+  CHECK(c.training.training_data.systems == expected);
+  CHECK(c.training.training_data.batch_size.automatic);
+  CHECK(c.training.training_data.batch_size.value == 32);
+  CHECK(c.training.training_data.batch_size.frames_for(192) == 1);
+  REQUIRE(c.training.validation_data.has_value());
+  CHECK(c.training.validation_data->systems ==
+        std::vector<std::string>{(fs::path(folder) / "../data/data_3").lexically_normal().string()});
+  CHECK_FALSE(c.training.validation_data->batch_size.automatic);
+  CHECK(c.training.validation_data->batch_size.value == 1);
+  CHECK(c.training.validation_data->numb_btch == 3);
+  CHECK(c.training.numb_steps == 1000000);
+  CHECK(c.training.seed == std::optional<std::uint64_t>(10));
+  CHECK(c.training.disp_file == "lcurve.out");
+  CHECK(c.training.disp_freq == 100);
+  CHECK(c.training.save_freq == 1000);
+  // The resolved systems load, and the sampler draws 1-frame batches from them.
+  dpk::DataSampler sampler = dpk::make_sampler(c.training.training_data, c.type_map, *c.training.seed);
+  CHECK(sampler.systems().size() == 3);
+  CHECK(sampler.next().nframes == 1);
+}
+
+namespace {
+
+/// A minimal valid input (training data given as an absolute folder string).
+nlohmann::json minimal_input() {
+  return nlohmann::json::parse(R"({
+    "model": {"type_map": ["O", "H"],
+              "descriptor": {"type": "se_a", "sel": [4, 8], "rcut": 4.0, "rcut_smth": 1.0, "neuron": [4, 8], "axis_neuron": 2},
+              "fitting_net": {"neuron": [16, 16]}},
+    "training": {"training_data": {"systems": ["sys"], "batch_size": 2}, "numb_steps": 10}
+  })");
+}
+
+/// Parses `j` as an input file sitting in `base`.
+dpk::InputConfig parse(nlohmann::json const& j, std::string const& base = ".") {
+  return dpk::parse_input(j.dump(2), "test.json", base);
+}
+
+}  // namespace
+
+TEST_CASE("input.json: defaults, aliases, batch sizes, system folder expansion, warnings") {
+  nlohmann::json j = minimal_input();
+  j["training"]["training_data"]["systems"] = {"a", "/abs/b", "c/"};
+  dpk::InputConfig c = parse(j, "/base/dir");
+  CHECK(c.descriptor.type == "se_e2_a");
+  CHECK(c.training.training_data.systems == std::vector<std::string>{"/base/dir/a", "/abs/b", "/base/dir/c"});
+  CHECK_FALSE(c.training.training_data.batch_size.automatic);
+  CHECK(c.training.training_data.batch_size.value == 2);
+  CHECK_FALSE(c.training.validation_data.has_value());
+  CHECK_FALSE(c.training.seed.has_value());
+  CHECK_FALSE(c.descriptor.seed.has_value());
+  CHECK(c.learning_rate.start_lr == 1e-3);  // defaults when a section is absent
+  CHECK(c.loss.start_pref_f == 1000.0);
+  CHECK(c.warnings.empty());
+
+  j["training"]["training_data"]["batch_size"] = "auto:400";
+  c = parse(j);
+  CHECK(c.training.training_data.batch_size.automatic);
+  CHECK(c.training.training_data.batch_size.frames_for(192) == 3);
+  j["training"]["training_data"]["batch_size"] = {1, 2, 3};
+  c = parse(j);
+  CHECK(c.training.training_data.batch_size.per_system == std::vector<int>{1, 2, 3});
+
+  // Aliases and scale_by_worker read from learning_rate or training.
+  j["model"]["descriptor"].erase("axis_neuron");
+  j["model"]["descriptor"]["n_axis_neuron"] = 3;
+  j["model"]["fitting_net"].erase("neuron");
+  j["model"]["fitting_net"]["n_neuron"] = {5};
+  j["training"].erase("numb_steps");
+  j["training"]["stop_batch"] = 77;
+  j["training"]["scale_by_worker"] = "sqrt";
+  c = parse(j);
+  CHECK(c.descriptor.axis_neuron == 3);
+  CHECK(c.fitting.neuron == std::vector<int>{5});
+  CHECK(c.training.numb_steps == 77);
+  CHECK(c.learning_rate.scale_by_worker == "sqrt");
+  j["learning_rate"] = {{"scale_by_worker", "none"}, {"_comment", "x"}};
+  CHECK(parse(j).learning_rate.scale_by_worker == "none");
+
+  // Keys DeePMD-kit accepts that dpk ignores, and unknown keys, are reported by path.
+  j["training"]["numb_test"] = 10;
+  j["training"]["time_training"] = true;
+  j["training"]["profiling"] = false;
+  j["model"]["descriptor"]["trainable"] = true;
+  j["model"]["data_stat_nbatch"] = 10;
+  j["loss"] = {{"start_pref_ae", 0.0}, {"mystery", 1}};
+  j["_comment"] = "silently accepted";
+  c = parse(j);
+  auto has_warning = [&](std::string const& path) {
+    return std::any_of(c.warnings.begin(), c.warnings.end(), [&](std::string const& w) { return w.rfind(path + ":", 0) == 0; });
+  };
+  CHECK(c.warnings.size() == 7);
+  CHECK(has_warning("training.numb_test"));
+  CHECK(has_warning("training.time_training"));
+  CHECK(has_warning("training.profiling"));
+  CHECK(has_warning("model.descriptor.trainable"));
+  CHECK(has_warning("model.data_stat_nbatch"));
+  CHECK(has_warning("loss.start_pref_ae"));
+  CHECK(has_warning("loss.mystery"));
+
+  // A folder string expands to its systems (sorted).
+  fs::path const dir = scratch("input_expand");
+  TinySystem const s2(dir / "data" / "sys2"), s1(dir / "data" / "sys1");
+  write_bytes(dir / "in.json", [&] {
+    nlohmann::json k = minimal_input();
+    k["training"]["training_data"]["systems"] = "data";
+    k["training"]["validation_data"] = {{"systems", "data/sys2"}, {"numb_btch", 2}};
+    return k.dump();
+  }());
+  c = dpk::read_input((dir / "in.json").string());
+  CHECK(c.training.training_data.systems ==
+        std::vector<std::string>{(dir / "data" / "sys1").string(), (dir / "data" / "sys2").string()});
+  CHECK(c.training.validation_data->systems == std::vector<std::string>{(dir / "data" / "sys2").string()});
+  CHECK(c.training.validation_data->numb_btch == 2);
+  CHECK(c.training.validation_data->batch_size.automatic);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("input.json bad input: one error naming the file and the key path") {
+  auto expect = [](nlohmann::json const& j, std::vector<std::string> parts) {
+    parts.insert(parts.begin(), "test.json");
+    check_error([&] { parse(j); }, parts);
+  };
+  nlohmann::json j = minimal_input();
+
+  SUBCASE("malformed JSON names the file and line") {
+    check_error([] { dpk::parse_input("{\n  \"model\": {\n    \"type_map\": [\"O\" \"H\"]\n  }\n}\n", "bad.json", "."); },
+                {"bad.json", "malformed JSON", "line 3"});
+    check_error([] { dpk::parse_input("", "empty.json", "."); }, {"empty.json", "malformed JSON"});
+    check_error([] { dpk::parse_input("[1, 2]", "list.json", "."); }, {"list.json", "expected an object"});
+  }
+  SUBCASE("missing file") {
+    check_error([] { dpk::read_input("/nonexistent/input.json"); }, {"/nonexistent/input.json", "cannot open"});
+  }
+  SUBCASE("negative sel") {
+    j["model"]["descriptor"]["sel"][1] = -3;
+    expect(j, {"model.descriptor.sel[1]: expected a non-negative integer, got -3"});
+  }
+  SUBCASE("sel of the wrong type or length") {
+    j["model"]["descriptor"]["sel"] = "auto";
+    expect(j, {"model.descriptor.sel", "\"auto\" is not supported"});
+    j["model"]["descriptor"]["sel"] = {4, 1.5};
+    expect(j, {"model.descriptor.sel[1]", "got 1.5"});
+    j["model"]["descriptor"]["sel"] = {4, 8, 2};
+    expect(j, {"model.descriptor.sel", "3 entries", "type_map has 2"});
+    j["model"]["descriptor"].erase("sel");
+    expect(j, {"model.descriptor.sel", "required"});
+  }
+  SUBCASE("rcut_smth >= rcut") {
+    j["model"]["descriptor"]["rcut_smth"] = 4.0;
+    expect(j, {"model.descriptor.rcut_smth", "smaller than rcut"});
+    j["model"]["descriptor"]["rcut"] = -1.0;
+    expect(j, {"model.descriptor.rcut", "positive number"});
+  }
+  SUBCASE("unknown descriptor type") {
+    j["model"]["descriptor"]["type"] = "se_e3";
+    expect(j, {"model.descriptor.type", "unsupported descriptor type \"se_e3\""});
+    j["model"]["descriptor"]["type"] = 3;
+    expect(j, {"model.descriptor.type", "expected a string"});
+  }
+  SUBCASE("wrong key types") {
+    j["model"]["descriptor"]["rcut"] = "6.0";
+    expect(j, {"model.descriptor.rcut: expected a number, got \"6.0\""});
+    j = minimal_input();
+    j["model"]["descriptor"]["type_one_side"] = "yes";
+    expect(j, {"model.descriptor.type_one_side: expected true or false"});
+    j = minimal_input();
+    j["model"]["descriptor"]["neuron"] = 25;
+    expect(j, {"model.descriptor.neuron: expected a list of integers, got 25"});
+    j = minimal_input();
+    j["model"]["fitting_net"]["neuron"] = {240, 0};
+    expect(j, {"model.fitting_net.neuron[1]: expected a positive integer, got 0"});
+    j = minimal_input();
+    j["model"]["type_map"] = "O H";
+    expect(j, {"model.type_map", "expected a list"});
+    j = minimal_input();
+    j["model"]["type_map"] = {"O", "O"};
+    expect(j, {"model.type_map[1]", "twice"});
+    j = minimal_input();
+    j["model"]["descriptor"]["seed"] = -1;
+    expect(j, {"model.descriptor.seed", "non-negative integer"});
+    j = minimal_input();
+    j["learning_rate"] = {{"decay_steps", 1.5}};
+    expect(j, {"learning_rate.decay_steps", "positive integer", "1.5"});
+    j = minimal_input();
+    j["learning_rate"] = {{"start_lr", 0}};
+    expect(j, {"learning_rate.start_lr", "positive number"});
+    j = minimal_input();
+    j["loss"] = {{"start_pref_f", -1}};
+    expect(j, {"loss.start_pref_f", ">= 0"});
+    j = minimal_input();
+    j["training"]["numb_steps"] = "many";
+    expect(j, {"training.numb_steps", "integer"});
+    j = minimal_input();
+    j["training"]["disp_freq"] = 0;
+    expect(j, {"training.disp_freq", "positive integer"});
+    j = minimal_input();
+    j["training"]["disp_file"] = 5;
+    expect(j, {"training.disp_file", "expected a string"});
+    j = minimal_input();
+    j["model"]["descriptor"] = {1, 2};
+    expect(j, {"model.descriptor", "expected an object"});
+  }
+  SUBCASE("unsupported choices") {
+    j["model"]["descriptor"]["activation_function"] = "gelu";
+    expect(j, {"model.descriptor.activation_function", "\"gelu\""});
+    j = minimal_input();
+    j["model"]["descriptor"]["precision"] = "float16";
+    expect(j, {"model.descriptor.precision", "\"float16\""});
+    j = minimal_input();
+    j["learning_rate"] = {{"type", "cosine"}};
+    expect(j, {"learning_rate.type", "\"cosine\""});
+    j = minimal_input();
+    j["loss"] = {{"type", "tensor"}};
+    expect(j, {"loss.type", "\"tensor\""});
+    j = minimal_input();
+    j["model"]["fitting_net"]["type"] = "dipole";
+    expect(j, {"model.fitting_net.type", "\"dipole\""});
+    j = minimal_input();
+    j["model"]["descriptor"]["axis_neuron"] = 9;
+    expect(j, {"model.descriptor.axis_neuron", "neuron[-1] = 8"});
+  }
+  SUBCASE("batch_size and systems") {
+    j["training"]["training_data"]["batch_size"] = "automatic";
+    expect(j, {"training.training_data.batch_size", "\"auto:N\"", "\"automatic\""});
+    j["training"]["training_data"]["batch_size"] = "auto:0";
+    expect(j, {"training.training_data.batch_size", "\"auto:0\""});
+    j["training"]["training_data"]["batch_size"] = 0;
+    expect(j, {"training.training_data.batch_size", "got 0"});
+    j["training"]["training_data"]["batch_size"] = {1, 2};
+    j["training"]["training_data"]["systems"] = {"a"};
+    expect(j, {"training.training_data.batch_size", "2 entries for 1 systems"});
+    j = minimal_input();
+    j["training"]["training_data"]["systems"] = 5;
+    expect(j, {"training.training_data.systems", "got 5"});
+    j["training"]["training_data"]["systems"] = "/nonexistent/folder";
+    expect(j, {"training.training_data.systems", "/nonexistent/folder"});
+    j["training"]["training_data"].erase("systems");
+    expect(j, {"training.training_data.systems", "required"});
+    j = minimal_input();
+    j["training"].erase("training_data");
+    expect(j, {"training.training_data", "required"});
+    j = minimal_input();
+    j["training"]["validation_data"] = {{"systems", {"a"}}, {"numb_btch", -1}};
+    expect(j, {"training.validation_data.numb_btch", "positive integer"});
+    j = minimal_input();
+    j["training"]["training_data"]["auto_prob"] = "prob_sys_size;0:1:0.5";
+    expect(j, {"training.training_data.auto_prob", "unsupported value"});
+    j = minimal_input();
+    j["training"]["training_data"]["systems"] = {"a", "b"};
+    j["training"]["training_data"]["sys_probs"] = {0.5};
+    expect(j, {"training.training_data.sys_probs", "1 entries for 2 systems"});
+  }
+  SUBCASE("missing sections") {
+    j.erase("model");
+    expect(j, {"model: required"});
+    j = minimal_input();
+    j["model"].erase("descriptor");
+    expect(j, {"model.descriptor: required"});
+    j = minimal_input();
+    j.erase("training");
+    expect(j, {"training: required"});
+  }
+}

@@ -179,6 +179,7 @@ class JsonSection {
       auto const u = v.get<unsigned long long>();
       if (u > static_cast<unsigned long long>(std::numeric_limits<int>::max()))
         fail(path, "expected " + expected + " that fits in 32 bits, got " + shown(v));
+      if (static_cast<long long>(u) < minimum) fail(path, "expected " + expected + ", got " + shown(v));
       return static_cast<long long>(u);
     }
     long long const value = v.get<long long>();
