@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 namespace dpk {
 
@@ -79,7 +80,30 @@ class Adam {
   View1<Scalar, memory_space> const& second_moment() const { return v_; }  ///< v
   AdamConfig const& config() const { return config_; }              ///< hyperparameters
 
+  /// Moments as host doubles (exact for float and double), for checkpoints.
+  std::vector<double> first_moment_host() const { return to_host(m_); }
+  std::vector<double> second_moment_host() const { return to_host(v_); }
+  /// Restores moments and step count (e.g. from a checkpoint); sizes must match.
+  void set_state(std::vector<double> const& m, std::vector<double> const& v, long step) {
+    require(m.size() == m_.extent(0) && v.size() == v_.extent(0),
+            "Adam::set_state: moment sizes " + std::to_string(m.size()) + "/" + std::to_string(v.size()) +
+                " differ from the optimiser's " + std::to_string(m_.extent(0)));
+    from_host(m, m_);
+    from_host(v, v_);
+    step_ = step;
+  }
+
  private:
+  static std::vector<double> to_host(View1<Scalar, memory_space> const& view) {
+    auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
+    return std::vector<double>(host.data(), host.data() + host.extent(0));
+  }
+  static void from_host(std::vector<double> const& values, View1<Scalar, memory_space> const& view) {
+    auto host = Kokkos::create_mirror_view(view);
+    for (std::size_t i = 0; i < values.size(); ++i) host(i) = Scalar(values[i]);
+    Kokkos::deep_copy(view, host);
+  }
+
   AdamConfig config_;
   View1<Scalar, memory_space> m_;
   View1<Scalar, memory_space> v_;

@@ -1,0 +1,207 @@
+// dpk-train: train a DeePMD-kit se_e2_a model from its input.json, or test a trained model.
+//
+//   dpk-train train input.json [--restart CKPT] [--init-model MODEL] [--output DIR] [--stop-at STEP]
+//   dpk-train test -m MODEL -s SYSTEM [-n N] [-d DETAIL_PREFIX]
+//   mpirun -np N dpk-train train input.json      (data parallel; rank 0 writes the files)
+//
+// Kokkos options (--kokkos-num-threads=N, ...) and OMP_NUM_THREADS set the threads per rank.
+#include <dpk/train.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Space = dpk::DefaultExecutionSpace;
+
+/// Ranks sharing this node (from the MPI launcher's environment; all ranks when unknown).
+int local_ranks(dpk::Communicator const& comm) {
+  for (char const* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE"})
+    if (char const* v = std::getenv(name)) return std::max(1, std::atoi(v));
+  return comm.size();
+}
+
+void check_oversubscription(dpk::Communicator const& comm) {
+  if (!comm.is_root()) return;
+  unsigned const cores = std::thread::hardware_concurrency();
+  int const threads = Space().concurrency();
+  int const ranks = local_ranks(comm);
+#if defined(KOKKOS_ENABLE_CUDA)
+  (void)threads;
+  (void)ranks;
+  (void)cores;
+#else
+  if (cores > 0 && long(ranks) * threads > long(cores))
+    std::cerr << "dpk-train: warning: " << ranks << " rank(s) x " << threads << " thread(s) = " << ranks * threads
+              << " exceeds the " << cores << " cores of this node; set OMP_NUM_THREADS=" << std::max(1u, cores / ranks)
+              << " (and OMP_PROC_BIND=spread OMP_PLACES=threads, mpirun --bind-to none or --map-by "
+                 "slot:PE=<threads>) for one thread per core\n";
+#endif
+}
+
+template <class Scalar>
+dpk::TrainingSummary train_as(dpk::InputConfig const& config, dpk::TrainerOptions const& options,
+                              dpk::Communicator& comm) {
+  dpk::Trainer<Scalar, Space> trainer(config, options, comm);
+  return trainer.run();
+}
+
+struct ErrorStats {
+  double sum_abs = 0, sum_sq = 0;
+  long count = 0;
+  void add(double diff) {
+    sum_abs += std::fabs(diff);
+    sum_sq += diff * diff;
+    ++count;
+  }
+  double mae() const { return count ? sum_abs / count : 0.0; }
+  double rmse() const { return count ? std::sqrt(sum_sq / count) : 0.0; }
+};
+
+template <class Scalar>
+int test_as(dpk::ModelFileData const& file, std::string const& model_path, std::string const& system_path,
+            int max_frames, std::string const& detail) {
+  using Mem = dpk::memory_space_t<Space>;
+  dpk::EnergyModel<Scalar, Space> model(file.descriptor, file.fitting, file.ntypes);
+  dpk::load_model_weights(file, model, model_path);
+  dpk::System const system = dpk::read_system(system_path, file.type_map);
+  int const nframes = max_frames > 0 ? std::min(max_frames, system.nframes) : system.nframes;
+  dpk::DataSampler sampler(std::vector<dpk::System>{system}, dpk::BatchSize{false, 1, {}}, 0, {dpk::SamplingMode::sequential, {}});
+  dpk::Frames<Scalar, Mem> frames;
+  dpk::Labels<Scalar, Mem> labels;
+  dpk::Prediction<Scalar, Mem> prediction;
+  ErrorStats energy, energy_per_atom, force, virial, virial_per_atom;
+  std::ofstream e_out, f_out, v_out;
+  if (!detail.empty()) {
+    e_out.open(detail + ".e.out");
+    f_out.open(detail + ".f.out");
+    e_out << "# data_e pred_e\n";
+    f_out << "# data_fx data_fy data_fz pred_fx pred_fy pred_fz\n";
+    if (system.has_virial) {
+      v_out.open(detail + ".v.out");
+      v_out << "# data_vxx data_vxy data_vxz data_vyx data_vyy data_vyz data_vzx data_vzy data_vzz pred_vxx pred_vxy "
+               "pred_vxz pred_vyx pred_vyy pred_vyz pred_vzx pred_vzy pred_vzz\n";
+    }
+    if (!e_out || !f_out) throw dpk::Error("test: cannot write detail files with prefix '" + detail + "'");
+  }
+  int const natoms = system.natoms;
+  for (int f = 0; f < nframes; ++f) {
+    dpk::HostBatch batch = sampler.batch(0, f, 1);
+    dpk::upload(batch, frames, labels);
+    model.predict(Space(), frames, prediction, true, false);
+    auto e = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), prediction.energy);
+    auto force_pred = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), prediction.force);
+    auto w = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), prediction.virial);
+    double const de = double(e(0)) - batch.energy[0];
+    energy.add(de);
+    energy_per_atom.add(de / natoms);
+    if (e_out.is_open()) e_out << batch.energy[0] << " " << double(e(0)) << "\n";
+    for (int a = 0; a < natoms; ++a) {
+      for (int d = 0; d < 3; ++d) force.add(double(force_pred(a, d)) - batch.force[std::size_t(a) * 3 + d]);
+      if (f_out.is_open())
+        f_out << batch.force[a * 3] << " " << batch.force[a * 3 + 1] << " " << batch.force[a * 3 + 2] << " "
+              << double(force_pred(a, 0)) << " " << double(force_pred(a, 1)) << " " << double(force_pred(a, 2))
+              << "\n";
+    }
+    if (system.has_virial) {
+      for (int c = 0; c < 9; ++c) {
+        double const dv = double(w(0, c)) - batch.virial[std::size_t(c)];
+        virial.add(dv);
+        virial_per_atom.add(dv / natoms);
+      }
+      if (v_out.is_open()) {
+        for (int c = 0; c < 9; ++c) v_out << batch.virial[std::size_t(c)] << " ";
+        for (int c = 0; c < 9; ++c) v_out << double(w(0, c)) << (c == 8 ? "\n" : " ");
+      }
+    }
+  }
+  std::printf("# model          : %s (%s)\n", model_path.c_str(), file.precision.c_str());
+  std::printf("# system         : %s\n", system_path.c_str());
+  std::printf("# number of test data : %d\n", nframes);
+  std::printf("Energy MAE         : %e eV\n", energy.mae());
+  std::printf("Energy RMSE        : %e eV\n", energy.rmse());
+  std::printf("Energy MAE/Natoms  : %e eV\n", energy_per_atom.mae());
+  std::printf("Energy RMSE/Natoms : %e eV\n", energy_per_atom.rmse());
+  std::printf("Force  MAE         : %e eV/A\n", force.mae());
+  std::printf("Force  RMSE        : %e eV/A\n", force.rmse());
+  if (system.has_virial) {
+    std::printf("Virial MAE         : %e eV\n", virial.mae());
+    std::printf("Virial RMSE        : %e eV\n", virial.rmse());
+    std::printf("Virial MAE/Natoms  : %e eV\n", virial_per_atom.mae());
+    std::printf("Virial RMSE/Natoms : %e eV\n", virial_per_atom.rmse());
+  }
+  if (model.neighbors_dropped() > 0)
+    std::printf("# neighbours dropped beyond sel: %ld\n", model.neighbors_dropped());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  dpk::MpiSession mpi(&argc, &argv);
+  int status = 0;
+  {
+    Kokkos::ScopeGuard kokkos(argc, argv);  // consumes --kokkos-* options
+    dpk::Communicator comm;
+    CLI::App app{"dpk-train: train DeePMD-kit se_e2_a models with Kokkos (dpk)"};
+    app.require_subcommand(1);
+    auto* train = app.add_subcommand("train", "train a model from a DeePMD-kit input.json");
+    std::string input;
+    dpk::TrainerOptions options;
+    train->add_option("input", input, "DeePMD-kit input.json")->required()->check(CLI::ExistingFile);
+    train->add_option("--restart", options.restart, "continue from a checkpoint (file, or the save_ckpt prefix)");
+    train->add_option("--init-model", options.init_model, "start from this model's parameters and statistics")
+        ->check(CLI::ExistingFile);
+    train->add_option("-o,--output", options.output_dir, "folder for lcurve.out, checkpoints and the model");
+    train->add_option("--stop-at", options.stop_at,
+                      "stop after this many steps without changing the schedule (continue later with --restart)")
+        ->check(CLI::NonNegativeNumber);
+    train->add_option("--model-out", options.model_out, "file name of the final model (in --output)");
+    train->add_option("--data-stat-nbatch", options.data_stat_nbatch, "training batches for the statistics")
+        ->check(CLI::PositiveNumber);
+
+    auto* test = app.add_subcommand("test", "energy/force/virial errors of a model on a system (like dp test)");
+    std::string model_path, system_path, detail;
+    int max_frames = 0;
+    test->add_option("-m,--model", model_path, "model file written by dpk-train")->required()->check(CLI::ExistingFile);
+    test->add_option("-s,--system", system_path, "deepmd/npy system directory")->required()->check(CLI::ExistingDirectory);
+    test->add_option("-n,--numb-test", max_frames, "frames to test (0 = all)")->check(CLI::NonNegativeNumber);
+    test->add_option("-d,--detail-file", detail, "prefix of per-frame output files (.e.out, .f.out, .v.out)");
+
+    try {
+      app.parse(argc, argv);
+    } catch (CLI::ParseError const& e) {
+      int const code = app.exit(e);
+      return code;  // ScopeGuard and MpiSession clean up
+    }
+    try {
+      if (*train) {
+        dpk::InputConfig const config = dpk::read_input(input);
+        dpk::require(options.restart.empty() || options.init_model.empty(),
+                "--restart and --init-model cannot be used together");
+        check_oversubscription(comm);
+        if (config.precision() == "float32")
+          train_as<float>(config, options, comm);
+        else
+          train_as<double>(config, options, comm);
+      } else if (*test) {
+        dpk::ModelFileData const file = dpk::read_model_file(model_path);
+        status = file.precision == "float32" ? test_as<float>(file, model_path, system_path, max_frames, detail)
+                                             : test_as<double>(file, model_path, system_path, max_frames, detail);
+      }
+    } catch (std::exception const& e) {
+      std::cerr << "dpk-train: error: " << e.what() << std::endl;
+      if (comm.size() > 1) comm.abort(1);
+      status = 1;
+    }
+  }
+  return status;
+}

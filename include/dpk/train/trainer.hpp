@@ -1,0 +1,514 @@
+#pragma once
+/// \file trainer.hpp
+/// \brief The training loop of `dpk-train train` as a class (SPEC.md sections 5, 7, 9),
+/// following DeePMD-kit's `dp train`.
+///
+/// Before training: systems are read with model.type_map; environment statistics come from
+/// `data_stat_nbatch` (10) training batches; the per-type energy bias is the least-squares fit
+/// over all training frames; parameters are initialised from descriptor.seed (else
+/// fitting_net.seed, else training.seed). Statistics, bias and parameters are those of rank 0
+/// (broadcast), as DeePMD-kit's broadcast of its variables makes them.
+///
+/// Step s (0-based, s = number of updates already applied): lr(s) from the exp schedule
+/// (times the worker factor for the optimiser), prefactors from lr(s)/start_lr, the next batch
+/// of this rank's sampler (seeded per rank), loss and gradient, one allreduce of the flat
+/// gradient buffer divided by the number of ranks, one Adam update. When s % disp_freq == 0
+/// (and at the end of the run) a line of lcurve.out is written for step s: the training
+/// metrics of the batch of step s with the parameters after s updates (reduced over ranks),
+/// and the validation metrics over numb_btch validation batches (split across ranks). Every
+/// save_freq updates a checkpoint holds parameters, statistics, Adam state and every rank's
+/// sampler state, so a restart continues bit for bit. A non-finite loss stops training with an
+/// error and leaves the last checkpoint as it was.
+
+#include <dpk/core/error.hpp>
+#include <dpk/core/frames.hpp>
+#include <dpk/core/types.hpp>
+#include <dpk/descriptor/statistics.hpp>
+#include <dpk/io/data_sampler.hpp>
+#include <dpk/io/input.hpp>
+#include <dpk/io/system.hpp>
+#include <dpk/model/energy_model.hpp>
+#include <dpk/parallel/communicator.hpp>
+#include <dpk/train/adam.hpp>
+#include <dpk/train/energy_bias.hpp>
+#include <dpk/train/lcurve.hpp>
+#include <dpk/train/learning_rate.hpp>
+#include <dpk/train/model_file.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace dpk {
+
+/// Run options that are not part of input.json (command-line flags of `dpk-train train`).
+struct TrainerOptions {
+  std::string output_dir = ".";    ///< where lcurve.out, checkpoints and the model go
+  std::string restart;             ///< checkpoint to continue from (file, or save_ckpt prefix)
+  std::string init_model;          ///< model/checkpoint whose parameters, statistics, bias start training
+  std::string model_out = "model.dpk";  ///< final model file name (in output_dir)
+  long stop_at = -1;               ///< stop after this many updates (schedule unchanged); <0: numb_steps
+  int data_stat_nbatch = 10;       ///< batches for the environment statistics
+  int keep_checkpoints = 2;        ///< checkpoint files kept (newest first)
+  std::ostream* log = &std::cout;  ///< progress and summary (rank 0 only); nullptr = silent
+};
+
+/// What a finished run reports.
+struct TrainingSummary {
+  long first_step = 0, last_step = 0;  ///< updates done before and after this run
+  double wall_seconds = 0;             ///< whole run including setup
+  double train_seconds = 0;            ///< the step loop
+  long neighbors_dropped = 0;          ///< neighbours beyond sel, summed over ranks and batches
+  std::string model_path, checkpoint_path;
+};
+
+/// Path of the newest checkpoint for `path`: `path` itself when it is a file, else the file
+/// named in the `checkpoint` pointer file of its folder (written by the trainer).
+inline std::string resolve_checkpoint(std::string const& path) {
+  namespace fs = std::filesystem;
+  if (fs::is_regular_file(path)) return path;
+  fs::path const folder = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  fs::path const pointer = folder / "checkpoint";
+  std::ifstream in(pointer);
+  std::string name;
+  if (in && std::getline(in, name) && !name.empty() && fs::is_regular_file(folder / name))
+    return (folder / name).string();
+  throw Error("restart: '" + path + "' is not a file and no '" + pointer.string() +
+              "' names an existing checkpoint");
+}
+
+/// Copies parameters, statistics and energy bias of `d` (read from `file`) into `model`, after
+/// checking that the tensor table matches the model's layout exactly.
+template <class Scalar, class ExecutionSpace>
+void load_model_weights(ModelFileData const& d, EnergyModel<Scalar, ExecutionSpace>& model, std::string const& file) {
+  require(d.ntypes == model.ntypes(), "model file '" + file + "' has " + std::to_string(d.ntypes) +
+                                          " types, the model has " + std::to_string(model.ntypes()));
+  auto const& tensors = model.tensors();
+  require(d.tensors.size() == tensors.size() && d.parameters.size() == model.num_parameters(),
+          "model file '" + file + "' has " + std::to_string(d.parameters.size()) + " parameters in " +
+              std::to_string(d.tensors.size()) + " tensors; the model has " + std::to_string(model.num_parameters()) +
+              " in " + std::to_string(tensors.size()) + " (different descriptor/fitting_net settings?)");
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    require(d.tensors[i].name == tensors[i].name && d.tensors[i].shape == tensors[i].shape &&
+                d.tensors[i].offset == tensors[i].offset,
+            "model file '" + file + "': tensor '" + d.tensors[i].name + "' does not match the model's '" +
+                tensors[i].name + "'");
+  model.set_parameters(d.parameters);
+  model.set_statistics(d.avg, d.stdev);
+  model.set_energy_bias(d.energy_bias);
+}
+
+/// The training loop (see the file comment) for precision `Scalar` on `ExecutionSpace`.
+template <class Scalar, class ExecutionSpace>
+class Trainer {
+ public:
+  using memory_space = memory_space_t<ExecutionSpace>;
+  using Model = EnergyModel<Scalar, ExecutionSpace>;
+
+  /// Reads the training/validation systems named in `config`.
+  Trainer(InputConfig config, TrainerOptions options, Communicator& comm, ExecutionSpace space = ExecutionSpace())
+      : Trainer(config, read_systems(config.training.training_data.systems, config.type_map),
+                config.training.validation_data
+                    ? read_systems(config.training.validation_data->systems, config.type_map)
+                    : std::vector<System>{},
+                std::move(options), comm, space) {}
+
+  /// Uses systems already in memory (tests, or codes that build their data themselves).
+  Trainer(InputConfig config, std::vector<System> training, std::vector<System> validation, TrainerOptions options,
+          Communicator& comm, ExecutionSpace space = ExecutionSpace())
+      : config_(std::move(config)),
+        options_(std::move(options)),
+        comm_(comm),
+        space_(space),
+        schedule_(ExponentialLearningRate::from_config(config_.learning_rate, config_.training.numb_steps)),
+        worker_factor_(worker_scale(config_.learning_rate.scale_by_worker, comm.size())) {
+    require(!training.empty(), "training.training_data.systems: no training systems");
+    ntypes_ = int(config_.descriptor.sel.size());
+    if (!config_.type_map.empty())
+      require(int(config_.type_map.size()) == ntypes_,
+              "model.type_map has " + std::to_string(config_.type_map.size()) + " names but descriptor.sel has " +
+                  std::to_string(ntypes_) + " entries");
+    model_ = std::make_unique<Model>(config_.descriptor, config_.fitting, ntypes_);
+    std::uint64_t const seed = config_.training.seed.value_or(0);
+    compute_energy_bias_table(training);
+    std::uint64_t const rank_seed = seed ^ (std::uint64_t(comm_.rank()) * 0x9E3779B97F4A7C15ull);
+    SamplerOptions train_options;
+    train_options.weights = system_weights(config_.training.training_data, training);
+    sampler_.emplace(std::move(training), config_.training.training_data.batch_size, rank_seed, train_options);
+    if (!validation.empty()) {
+      SamplerOptions valid_options;
+      valid_options.weights = system_weights(*config_.training.validation_data, validation);
+      validation_sampler_.emplace(std::move(validation), config_.training.validation_data->batch_size, seed + 1,
+                                  valid_options);
+    }
+    adam_ = std::make_unique<Adam<Scalar, ExecutionSpace>>(model_->num_parameters());
+  }
+
+  /// Runs from the current state (fresh, --init-model or --restart) to numb_steps or stop_at.
+  TrainingSummary run() {
+    Kokkos::Timer wall;
+    namespace fs = std::filesystem;
+    if (comm_.is_root()) fs::create_directories(options_.output_dir);
+    comm_.barrier();
+    setup();
+    long const numb_steps = config_.training.numb_steps;
+    long const last = options_.stop_at >= 0 && options_.stop_at < numb_steps ? options_.stop_at : numb_steps;
+    TrainingSummary summary;
+    summary.first_step = step_;
+    bool const has_validation = bool(validation_sampler_);
+    bool const has_virial = config_.loss.start_pref_v != 0 || config_.loss.limit_pref_v != 0;
+    std::optional<LearningCurveWriter> curve;
+    if (comm_.is_root())
+      curve.emplace(path(config_.training.disp_file), has_validation, has_virial, /*append=*/step_ > 0);
+    banner(last);
+
+    long const disp_freq = config_.training.disp_freq > 0 ? config_.training.disp_freq : numb_steps + 1;
+    long const save_freq = config_.training.save_freq;
+    Kokkos::Timer timer;
+    double last_report_time = 0;
+    long last_report_step = step_;
+    // Line of step 0 before any update (a restart continues after its predecessor's lines).
+    if (step_ == 0) display(curve_ptr(curve));
+    long last_saved = step_ > 0 ? step_ : -1;
+    for (; step_ < last;) {
+      double const lr = schedule_.value(step_);
+      LossPrefactors const pref = prefactors_at(step_);
+      sampler_->next(host_batch_);
+      upload(host_batch_, frames_, labels_);
+      LossMetrics const metrics = model_->loss_and_gradient(space_, frames_, labels_, pref);
+      double const total_loss = comm_.allreduce_sum(metrics.loss);
+      if (!std::isfinite(total_loss)) nan_stop(metrics.loss);
+      auto gradient = model_->gradient();
+      comm_.allreduce_sum(gradient);
+      if (comm_.size() > 1) scale(gradient, Scalar(1.0 / comm_.size()));
+      adam_->step(space_, model_->parameters(), gradient, lr * worker_factor_);
+      ++step_;
+      // Display before saving: a checkpoint's sampler states are those after its step's line.
+      if (step_ % disp_freq == 0) display(curve_ptr(curve));
+      if ((save_freq > 0 && step_ % save_freq == 0) || step_ == last) {
+        save_checkpoint(step_);
+        last_saved = step_;
+      }
+      if (step_ % disp_freq == 0 || step_ == last) {
+        double const now = timer.seconds();
+        progress(step_, last, (step_ - last_report_step) / std::max(1e-9, now - last_report_time), now);
+        last_report_time = now;
+        last_report_step = step_;
+      }
+    }
+    space_.fence();
+    summary.train_seconds = timer.seconds();
+    if (last_saved != step_) save_checkpoint(step_);
+    summary.model_path = path(options_.model_out);
+    if (comm_.is_root()) write_model_file(summary.model_path, snapshot(false));
+    summary.checkpoint_path = last_checkpoint_;
+    summary.last_step = step_;
+    summary.neighbors_dropped = long(comm_.allreduce_sum(double(model_->neighbors_dropped())));
+    summary.wall_seconds = wall.seconds();
+    if (log()) {
+      long const steps = summary.last_step - summary.first_step;
+      *log() << "dpk-train: finished " << steps << " steps (" << summary.first_step << " -> " << summary.last_step
+             << ") in " << format_seconds(summary.wall_seconds) << " wall, "
+             << (steps > 0 ? summary.train_seconds / steps * 1e3 : 0.0) << " ms/step\n"
+             << "dpk-train: neighbours dropped beyond sel: " << summary.neighbors_dropped
+             << (summary.neighbors_dropped > 0 ? " (increase descriptor.sel)" : "") << "\n"
+             << "dpk-train: model written to " << summary.model_path << ", checkpoint " << summary.checkpoint_path
+             << ", learning curve " << path(config_.training.disp_file) << "\n";
+    }
+    return summary;
+  }
+
+  /// The model being trained.
+  Model& model() { return *model_; }
+  /// Updates applied so far.
+  long step() const { return step_; }
+  /// The optimiser.
+  Adam<Scalar, ExecutionSpace>& optimizer() { return *adam_; }
+
+  /// The current state as a model file (`checkpoint`: with optimiser and sampler states;
+  /// collective: every rank must call it when `checkpoint`).
+  ModelFileData snapshot(bool checkpoint) const {
+    ModelFileData d;
+    d.kind = checkpoint ? "checkpoint" : "model";
+    d.precision = std::is_same_v<Scalar, float> ? "float32" : "float64";
+    d.ntypes = ntypes_;
+    d.type_map = config_.type_map;
+    d.descriptor = config_.descriptor;
+    d.fitting = config_.fitting;
+    for (auto const& t : model_->tensors()) d.tensors.push_back({t.name, t.shape, t.offset});
+    d.parameters = model_->parameters_host();
+    d.avg = model_->statistics_avg();
+    d.stdev = model_->statistics_std();
+    d.energy_bias = model_->energy_bias();
+    d.training["input"] = config_.source;
+    d.training["numb_steps"] = config_.training.numb_steps;
+    d.training["ranks"] = comm_.size();
+    d.training["step"] = step_;
+    if (checkpoint) {
+      d.step = step_;
+      d.adam_step = adam_->step_count();
+      d.adam_m = adam_->first_moment_host();
+      d.adam_v = adam_->second_moment_host();
+      d.sampler_states = comm_.gather_strings(sampler_->rng_state());
+      if (validation_sampler_) d.training["validation_sampler_state"] = validation_sampler_->rng_state();
+    }
+    return d;
+  }
+
+ private:
+  std::ostream* log() const { return comm_.is_root() ? options_.log : nullptr; }
+  std::string path(std::string const& name) const {
+    return (std::filesystem::path(options_.output_dir) / name).string();
+  }
+  static LearningCurveWriter* curve_ptr(std::optional<LearningCurveWriter>& c) { return c ? &*c : nullptr; }
+
+  /// Frame energies and type counts of every training frame (for the bias fit).
+  void compute_energy_bias_table(std::vector<System> const& systems) {
+    bias_counts_.clear();
+    bias_energies_.clear();
+    for (auto const& s : systems) {
+      std::vector<double> counts(ntypes_, 0.0);
+      for (int t : s.types) {
+        require(t >= 0 && t < ntypes_, "system '" + s.path + "': atom type " + std::to_string(t) +
+                                           " outside the model's " + std::to_string(ntypes_) + " types");
+        counts[t] += 1.0;
+      }
+      for (int f = 0; f < s.nframes; ++f) {
+        bias_counts_.insert(bias_counts_.end(), counts.begin(), counts.end());
+        bias_energies_.push_back(s.energy[f]);
+      }
+    }
+  }
+
+  /// Initial parameters/statistics/bias (fresh, init-model or restart), broadcast from rank 0.
+  void setup() {
+    if (!options_.restart.empty()) {
+      std::string const file = resolve_checkpoint(options_.restart);
+      ModelFileData const d = read_model_file(file);
+      require(d.kind == "checkpoint", "restart: '" + file + "' is a model file, not a checkpoint (use --init-model)");
+      load_weights(d, file);
+      adam_->set_state(d.adam_m, d.adam_v, d.adam_step);
+      step_ = d.step;
+      require(int(d.sampler_states.size()) == comm_.size(),
+              "restart: '" + file + "' was written by " + std::to_string(d.sampler_states.size()) +
+                  " ranks; restart with the same number of ranks to continue bit for bit");
+      sampler_->set_rng_state(d.sampler_states[std::size_t(comm_.rank())]);
+      if (validation_sampler_ && d.training.contains("validation_sampler_state"))
+        validation_sampler_->set_rng_state(d.training["validation_sampler_state"].get<std::string>());
+      last_checkpoint_ = file;
+      if (log()) *log() << "dpk-train: restarting from " << file << " at step " << step_ << "\n";
+      return;
+    }
+    if (!options_.init_model.empty()) {
+      ModelFileData const d = read_model_file(options_.init_model);
+      load_weights(d, options_.init_model);
+      if (log()) *log() << "dpk-train: parameters, statistics and bias from " << options_.init_model << "\n";
+    } else {
+      compute_statistics();
+      model_->set_energy_bias(energy_bias_least_squares(bias_counts_, bias_energies_, ntypes_));
+      std::uint64_t const init_seed = config_.descriptor.seed ? *config_.descriptor.seed
+                                      : config_.fitting.seed ? *config_.fitting.seed
+                                                             : config_.training.seed.value_or(0);
+      model_->initialize_parameters(init_seed);
+    }
+    // Rank 0's state everywhere.
+    comm_.broadcast(model_->parameters());
+    if (comm_.size() > 1) {
+      auto avg = broadcast_vector(model_->statistics_avg());
+      auto std_dev = broadcast_vector(model_->statistics_std());
+      model_->set_statistics(avg, std_dev);
+      model_->set_energy_bias(broadcast_vector(model_->energy_bias()));
+    }
+    if (log()) {
+      auto const& bias = model_->energy_bias();
+      *log() << "dpk-train: energy bias per type:";
+      for (int t = 0; t < ntypes_; ++t)
+        *log() << " " << (config_.type_map.empty() ? std::to_string(t) : config_.type_map[t]) << " " << bias[t];
+      *log() << " eV\n";
+    }
+  }
+
+  std::vector<double> broadcast_vector(std::vector<double> values) const {
+    View1<double, Kokkos::HostSpace> view("dpk::train::broadcast", values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) view(i) = values[i];
+    comm_.broadcast(view);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = view(i);
+    return values;
+  }
+
+  /// Parameters, statistics and bias from a model file; the layout must match the input's model.
+  void load_weights(ModelFileData const& d, std::string const& file) {
+    if (!d.type_map.empty() && !config_.type_map.empty())
+      require(d.type_map == config_.type_map, "model file '" + file + "': type_map differs from the input's model.type_map");
+    load_model_weights(d, *model_, file);
+  }
+
+  /// avg/std from data_stat_nbatch training batches (raw rows: the model still has avg 0, std 1).
+  void compute_statistics() {
+    if (!comm_.is_root()) return;  // rank 0's statistics are broadcast
+    DataSampler stat_sampler = *sampler_;  // a copy: the first batches of rank 0's stream
+    StatisticsAccumulator<Scalar, ExecutionSpace> accumulator(ntypes_, config_.descriptor.nnei());
+    HostBatch batch;
+    Frames<Scalar, memory_space> frames;
+    Labels<Scalar, memory_space> labels;
+    for (int b = 0; b < options_.data_stat_nbatch; ++b) {
+      stat_sampler.next(batch);
+      upload(batch, frames, labels);
+      model_->prepare(space_, frames);
+      accumulator.add(space_, model_->environment(), frames.types, frames.nloc());
+    }
+    std::vector<double> avg, std_dev;
+    accumulator.finalize(avg, std_dev);
+    model_->set_statistics(avg, std_dev);
+  }
+
+  void scale(View1<Scalar, memory_space> const& v, Scalar factor) const {
+    Kokkos::parallel_for(
+        "dpk::train::average_gradient", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, v.extent(0)),
+        KOKKOS_LAMBDA(std::size_t const i) { v(i) *= factor; });
+  }
+
+  /// Loss prefactors at `step`.
+  LossPrefactors prefactors_at(long step) const {
+    PrefactorValues const p = prefactors(config_.loss, schedule_.ratio(step));
+    return LossPrefactors{p.energy, p.force, p.virial};
+  }
+
+  /// Writes the lcurve line of step_: training metrics of the batch the next step will use
+  /// (with the current parameters; the sampler is rewound afterwards) and validation metrics
+  /// over numb_btch validation batches, both reduced over ranks.
+  void display(LearningCurveWriter* curve) {
+    double const lr = schedule_.value(step_);
+    LossPrefactors const pref = prefactors_at(step_);
+    std::string const state = sampler_->rng_state();
+    sampler_->next(host_batch_);
+    sampler_->set_rng_state(state);
+    upload(host_batch_, frames_, labels_);
+    LossMetrics const train = model_->evaluate_loss(space_, frames_, labels_, pref);
+    std::vector<double> t = {double(train.nframes) * train.loss, double(train.nframes) * train.rmse_e,
+                             double(train.nframes) * train.rmse_f, double(train.nframes) * train.rmse_v,
+                             double(train.nframes)};
+    comm_.allreduce_sum(t);
+    CurveMetrics training{t[0] / t[4], t[1] / t[4], t[2] / t[4], t[3] / t[4]};
+    CurveMetrics validation;
+    if (validation_sampler_) {
+      // numb_btch batches: every rank draws them all (same stream), evaluates its share.
+      std::vector<double> v(5, 0.0);
+      int const nbatch = config_.training.validation_data->numb_btch;
+      HostBatch batch;
+      for (int b = 0; b < nbatch; ++b) {
+        validation_sampler_->next(batch);
+        if (b % comm_.size() != comm_.rank()) continue;
+        upload(batch, valid_frames_, valid_labels_);
+        LossMetrics const m = model_->evaluate_loss(space_, valid_frames_, valid_labels_, pref);
+        double const w = double(batch.natoms);  // DeePMD-kit weights batches by atom count
+        v[0] += w * m.loss;
+        v[1] += w * m.rmse_e;
+        v[2] += w * m.rmse_f;
+        v[3] += w * m.rmse_v;
+        v[4] += w;
+      }
+      comm_.allreduce_sum(v);
+      validation = {v[0] / v[4], v[1] / v[4], v[2] / v[4], v[3] / v[4]};
+    }
+    if (curve) curve->write(step_, validation, training, lr);
+  }
+
+  /// Checkpoint `<save_ckpt>-<done>` (atomic), pointer file `checkpoint`, old ones pruned.
+  void save_checkpoint(long done) {
+    ModelFileData const d = snapshot(true);  // collective (sampler states)
+    if (comm_.is_root()) {
+      std::string const name = config_.training.save_ckpt + "-" + std::to_string(done);
+      std::string const file = path(name);
+      write_model_file(file, d);
+      std::string const pointer = path("checkpoint");
+      {
+        std::ofstream out(pointer + ".tmp");
+        out << name << "\n";
+        out.flush();
+        require(out.good(), "checkpoint: cannot write '" + pointer + ".tmp'");
+      }
+      std::filesystem::rename(pointer + ".tmp", pointer);
+      if (file != last_checkpoint_) saved_.push_back(file);
+      while (int(saved_.size()) > std::max(1, options_.keep_checkpoints)) {
+        std::remove(saved_.front().c_str());
+        saved_.erase(saved_.begin());
+      }
+      last_checkpoint_ = file;
+    }
+    comm_.barrier();
+  }
+
+  [[noreturn]] void nan_stop(double local_loss) {
+    std::ostringstream message;
+    message << "training stopped: the loss is not finite at step " << step_ << " (this rank's loss " << local_loss
+            << "). Parameters were not updated with it; the last good checkpoint is "
+            << (last_checkpoint_.empty() ? std::string("(none written yet)") : "'" + last_checkpoint_ + "'")
+            << ". Lower learning_rate.start_lr or check the data for bad frames.";
+    throw Error(message.str());
+  }
+
+  void banner(long last) const {
+    if (!log()) return;
+    int const threads = ExecutionSpace().concurrency();
+    *log() << "dpk-train: backend " << ExecutionSpace::name() << ", " << threads << " thread(s) per rank, "
+           << comm_.size() << " rank(s), precision " << (std::is_same_v<Scalar, float> ? "float32" : "float64")
+           << ", " << model_->num_parameters() << " parameters\n";
+    *log() << "dpk-train: " << config_.training.numb_steps << " steps in the schedule (lr " << schedule_.start_lr()
+           << " -> " << schedule_.stop_lr() << ", decay_steps " << schedule_.decay_steps() << ", rate "
+           << schedule_.decay_rate() << "), running steps " << step_ << " -> " << last << "\n";
+    for (auto const& w : config_.warnings) *log() << "dpk-train: warning: " << w << "\n";
+  }
+
+  void progress(long done, long last, double steps_per_second, double elapsed) const {
+    if (!log()) return;
+    double const eta = steps_per_second > 0 ? double(last - done) / steps_per_second : 0.0;
+    char text[256];
+    std::snprintf(text, sizeof(text), "dpk-train: step %ld/%ld  %.2f steps/s  elapsed %s  ETA %s", done, last,
+                  steps_per_second, format_seconds(elapsed).c_str(), format_seconds(eta).c_str());
+    *log() << text << std::endl;
+  }
+
+  static std::string format_seconds(double seconds) {
+    long s = long(seconds + 0.5);
+    char text[64];
+    if (s >= 86400)
+      std::snprintf(text, sizeof(text), "%ldd%02ldh%02ldm", s / 86400, (s % 86400) / 3600, (s % 3600) / 60);
+    else if (s >= 3600)
+      std::snprintf(text, sizeof(text), "%ldh%02ldm%02lds", s / 3600, (s % 3600) / 60, s % 60);
+    else if (seconds >= 60)
+      std::snprintf(text, sizeof(text), "%ldm%02lds", s / 60, s % 60);
+    else
+      std::snprintf(text, sizeof(text), "%.1fs", seconds);
+    return text;
+  }
+
+  InputConfig config_;
+  TrainerOptions options_;
+  Communicator& comm_;
+  ExecutionSpace space_;
+  ExponentialLearningRate schedule_;
+  double worker_factor_ = 1;
+  int ntypes_ = 0;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Adam<Scalar, ExecutionSpace>> adam_;
+  std::optional<DataSampler> sampler_, validation_sampler_;
+  std::vector<double> bias_counts_, bias_energies_;
+  HostBatch host_batch_;
+  Frames<Scalar, memory_space> frames_, valid_frames_;
+  Labels<Scalar, memory_space> labels_, valid_labels_;
+  long step_ = 0;
+  std::string last_checkpoint_;
+  std::vector<std::string> saved_;
+};
+
+}  // namespace dpk
