@@ -371,3 +371,147 @@ TEST_CASE("communicator: one rank without MPI or outside mpirun") {
   CHECK(comm.allreduce_sum(1.5) == 1.5);
   CHECK(comm.gather_strings("x") == std::vector<std::string>{"x"});
 }
+
+// ---------------------------------------------------------------- end to end (the trainer)
+#include <dpk/train/trainer.hpp>
+
+#include <filesystem>
+
+namespace {
+
+/// A small se_e2_a model on the water data (fast enough for a unit test).
+dpk::InputConfig tiny_input(long numb_steps) {
+  dpk::InputConfig c;
+  c.source = "tiny (test_train.cpp)";
+  c.type_map = {"O", "H"};
+  c.descriptor.sel = {46, 92};
+  c.descriptor.rcut = 6.0;
+  c.descriptor.rcut_smth = 0.5;
+  c.descriptor.neuron = {4, 8};
+  c.descriptor.axis_neuron = 2;
+  c.descriptor.type_one_side = true;
+  c.descriptor.seed = 1;
+  c.fitting.neuron = {8, 8};
+  c.fitting.seed = 1;
+  c.learning_rate.start_lr = 1e-3;
+  c.learning_rate.stop_lr = 1e-5;
+  c.learning_rate.decay_steps = 2;
+  c.training.numb_steps = numb_steps;
+  c.training.seed = 10;
+  c.training.disp_freq = 2;
+  c.training.save_freq = 2;
+  c.training.training_data.batch_size = dpk::BatchSize{false, 1, {}};
+  return c;
+}
+
+/// Frames [first, first + n) of water data_0.
+dpk::System water_frames(int first, int n) {
+  dpk::System s = dpk::read_system(std::string(DPK_SOURCE_DIR) + "/examples/water/data/data_0", {"O", "H"});
+  auto cut = [&](std::vector<double>& v, std::size_t per_frame) {
+    v = std::vector<double>(v.begin() + std::ptrdiff_t(first * per_frame),
+                            v.begin() + std::ptrdiff_t((first + n) * per_frame));
+  };
+  std::size_t const na = std::size_t(s.natoms);
+  cut(s.coord, na * 3);
+  cut(s.force, na * 3);
+  cut(s.box, 9);
+  cut(s.energy, 1);
+  s.nframes = n;
+  return s;
+}
+
+std::string fresh_dir(std::string const& name) {
+  std::string const dir = temp_path(name);
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("trainer: stop + restart continues bit for bit (float64 and float32)") {
+  using Space = dpk::DefaultExecutionSpace;
+  dpk::Communicator comm;
+  auto run = [&](auto scalar_tag, std::string const& dir, long stop_at, std::string const& restart) {
+    using Scalar = decltype(scalar_tag);
+    dpk::TrainerOptions options;
+    options.output_dir = dir;
+    options.stop_at = stop_at;
+    options.restart = restart;
+    options.data_stat_nbatch = 2;
+    options.log = nullptr;
+    dpk::Trainer<Scalar, Space> trainer(tiny_input(6), {water_frames(0, 4)}, {water_frames(4, 2)}, options, comm);
+    return trainer.run();
+  };
+  auto check = [&](auto scalar_tag, std::string const& tag) {
+    std::string const straight = fresh_dir("straight_" + tag), split = fresh_dir("split_" + tag);
+    run(scalar_tag, straight, -1, "");
+    auto first = run(scalar_tag, split, 3, "");
+    CHECK(first.last_step == 3);
+    auto second = run(scalar_tag, split, -1, split + "/model.ckpt");
+    CHECK(second.first_step == 3);
+    CHECK(second.last_step == 6);
+    auto a = dpk::read_model_file(straight + "/model.dpk");
+    auto b = dpk::read_model_file(split + "/model.dpk");
+    REQUIRE(a.parameters.size() == b.parameters.size());
+    if (Space().concurrency() == 1) {
+      // One thread: every reduction has a fixed order, so the runs agree bit for bit.
+      CHECK(std::memcmp(a.parameters.data(), b.parameters.data(), a.parameters.size() * sizeof(double)) == 0);
+      CHECK(slurp(straight + "/lcurve.out") == slurp(split + "/lcurve.out"));
+    } else {
+      // Several threads: atomic scatter-adds in the model sum in a varying order, so two runs
+      // (restarted or not) differ in the last bits; they must still agree closely.
+      double const tol = std::is_same_v<decltype(scalar_tag), double> ? 1e-9 : 1e-3;
+      for (std::size_t i = 0; i < a.parameters.size(); ++i)
+        REQUIRE(b.parameters[i] == doctest::Approx(a.parameters[i]).epsilon(tol).scale(1.0));
+    }
+    auto ckpt = dpk::read_model_file(dpk::resolve_checkpoint(split + "/model.ckpt"));
+    CHECK(ckpt.kind == "checkpoint");
+    CHECK(ckpt.step == 6);
+    CHECK(ckpt.adam_step == 6);
+    std::filesystem::remove_all(straight);
+    std::filesystem::remove_all(split);
+  };
+  check(double(), "f64");
+  check(float(), "f32");
+}
+
+TEST_CASE("trainer: a NaN loss stops training and keeps the last good checkpoint") {
+  using Space = dpk::DefaultExecutionSpace;
+  dpk::Communicator comm;
+  std::string const init_dir = fresh_dir("nan_init"), dir = fresh_dir("nan");
+  dpk::TrainerOptions options;
+  options.data_stat_nbatch = 1;
+  options.log = nullptr;
+  auto input = tiny_input(40);
+  input.training.save_freq = 1;
+  input.training.disp_freq = 100;
+  {
+    // A good starting model (statistics, bias, parameters) from clean frames.
+    dpk::TrainerOptions o = options;
+    o.output_dir = init_dir;
+    o.stop_at = 0;
+    dpk::Trainer<double, Space>(input, {water_frames(0, 8)}, {}, o, comm).run();
+  }
+  dpk::System bad = water_frames(0, 8);
+  bad.energy[5] = std::nan("");  // one bad label among 8 frames
+  options.output_dir = dir;
+  options.init_model = init_dir + "/model.dpk";
+  std::string message;
+  try {
+    dpk::Trainer<double, Space>(input, {bad}, {}, options, comm).run();
+  } catch (dpk::Error const& e) {
+    message = e.what();
+  }
+  INFO(message);
+  CHECK(contains(message, "loss is not finite at step"));
+  CHECK(contains(message, "last good checkpoint"));
+  CHECK(!std::filesystem::exists(dir + "/model.dpk"));  // no final model from a failed run
+  if (!contains(message, "none written yet")) {
+    auto const ckpt = dpk::read_model_file(dpk::resolve_checkpoint(dir + "/model.ckpt"));
+    CHECK(ckpt.step > 0);
+    CHECK(contains(message, "step " + std::to_string(ckpt.step)));
+    for (double v : ckpt.parameters) REQUIRE(std::isfinite(v));
+  }
+  std::filesystem::remove_all(init_dir);
+  std::filesystem::remove_all(dir);
+}
