@@ -6,7 +6,9 @@
 /// Every function works on a block of R rows (one network's rows) held in row-major
 /// matrices; GEMMs go through dpk::blas::gemm, elementwise work is one fused Kokkos kernel.
 
+#include <dpk/core/activation.hpp>
 #include <dpk/core/compat.hpp>
+#include <dpk/core/for_each.hpp>
 #include <dpk/core/types.hpp>
 
 #include <cstddef>
@@ -103,16 +105,13 @@ void layer_forward(ExecutionSpace const& space, LayerShape const& shape,
   auto idt = p.idt;
   bool const act = shape.tanh, has_idt = shape.timestep;
   int const skip = static_cast<int>(shape.skip);
-  Kokkos::parallel_for(
-      "dpk::nn::Dense::forward", Kokkos::RangePolicy<ExecutionSpace>(space, 0, std::size_t(rows) * n_out),
-      KOKKOS_LAMBDA(std::size_t const idx) {
-        int const r = static_cast<int>(idx / n_out), c = static_cast<int>(idx % n_out);
+  for_each_element(space, "dpk::nn::Dense::forward", rows, n_out, KOKKOS_LAMBDA(int const r, int const c) {
         Scalar z = (rank_one ? x(r, 0) * w(0, c) : out(r, c)) + b(0, c);
         if (!act) {
           out(r, c) = z;
           return;
         }
-        Scalar const t = math::tanh(z);
+        Scalar const t = math::activation_tanh(z);
         h(r, c) = t;
         Scalar o = has_idt ? idt(0, c) * t : t;
         if (skip != 0) o += x(r, detail::skip_source(c, n_in));
@@ -135,10 +134,7 @@ void layer_tangent(ExecutionSpace const& space, LayerShape const& shape, LayerPa
   auto idt = p.idt;
   bool const act = shape.tanh, has_idt = shape.timestep;
   int const skip = static_cast<int>(shape.skip);
-  Kokkos::parallel_for(
-      "dpk::nn::Dense::tangent", Kokkos::RangePolicy<ExecutionSpace>(space, 0, std::size_t(rows) * n_out),
-      KOKKOS_LAMBDA(std::size_t const idx) {
-        int const r = static_cast<int>(idx / n_out), c = static_cast<int>(idx % n_out);
+  for_each_element(space, "dpk::nn::Dense::tangent", rows, n_out, KOKKOS_LAMBDA(int const r, int const c) {
         Scalar const z = rank_one ? xt(r, 0) * w(0, c) : zt(r, c);
         if (rank_one) zt(r, c) = z;
         if (!act) {
@@ -162,10 +158,7 @@ Scalar layer_skip_cotangent(ExecutionSpace const& space, LayerShape const& shape
   int const rows = static_cast<int>(g.extent(0));
   int const n_in = shape.n_in;
   bool const concat = shape.skip == Skip::concat;
-  Kokkos::parallel_for(
-      "dpk::nn::Dense::skip", Kokkos::RangePolicy<ExecutionSpace>(space, 0, std::size_t(rows) * n_in),
-      KOKKOS_LAMBDA(std::size_t const idx) {
-        int const r = static_cast<int>(idx / n_in), c = static_cast<int>(idx % n_in);
+  for_each_element(space, "dpk::nn::Dense::skip", rows, n_in, KOKKOS_LAMBDA(int const r, int const c) {
         gx(r, c) = concat ? g(r, c) + g(r, c + n_in) : g(r, c);
       });
   return Scalar(1);
@@ -184,10 +177,7 @@ void layer_backward_input(ExecutionSpace const& space, LayerShape const& shape,
   auto idt = p.idt;
   bool const act = shape.tanh, has_idt = shape.timestep;
   if (act) {
-    Kokkos::parallel_for(
-        "dpk::nn::Dense::backward_input", Kokkos::RangePolicy<ExecutionSpace>(space, 0, std::size_t(rows) * n_out),
-        KOKKOS_LAMBDA(std::size_t const idx) {
-          int const r = static_cast<int>(idx / n_out), c = static_cast<int>(idx % n_out);
+    for_each_element(space, "dpk::nn::Dense::backward_input", rows, n_out, KOKKOS_LAMBDA(int const r, int const c) {
           Scalar const t = h(r, c);
           Scalar const gh = has_idt ? idt(0, c) * g(r, c) : g(r, c);
           gz(r, c) = gh * (Scalar(1) - t * t);
@@ -221,10 +211,7 @@ void layer_reverse(ExecutionSpace const& space, LayerShape const& shape, LayerPa
   bool const act = shape.tanh, has_idt = shape.timestep;
   auto gz = scratch.gz, gzt = scratch.gzt, product = scratch.product;
   if (act) {
-    Kokkos::parallel_for(
-        "dpk::nn::Dense::reverse", Kokkos::RangePolicy<ExecutionSpace>(space, 0, std::size_t(rows) * n_out),
-        KOKKOS_LAMBDA(std::size_t const idx) {
-          int const r = static_cast<int>(idx / n_out), c = static_cast<int>(idx % n_out);
+    for_each_element(space, "dpk::nn::Dense::reverse", rows, n_out, KOKKOS_LAMBDA(int const r, int const c) {
           Scalar const t = h(r, c);
           Scalar const d = Scalar(1) - t * t;
           Scalar const z_t = zt(r, c);
