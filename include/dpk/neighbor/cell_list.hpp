@@ -3,31 +3,32 @@
 /// \brief Per-frame cell lists on the device: atoms wrapped into the box (DeePMD-kit's way) and
 /// counting-sorted into cells of at least rcut, in fractional coordinates (triclinic boxes).
 
+#include <cmath>
 #include <dpk/core/compat.hpp>
 #include <dpk/core/error.hpp>
 #include <dpk/core/frames.hpp>
 #include <dpk/core/types.hpp>
-
-#include <cmath>
 #include <string>
 #include <vector>
 
 namespace dpk {
 
 /// Geometry of one frame's cell grid, as stored (per frame) in CellList's device tables.
-/// Real table columns: box rows (0..8), inverse box (9..17), origin (18..20).
-/// Integer table columns: cells per direction (0..2), scan reach per direction (3..5), first
-/// global cell id of the frame (6).
+/// Real table columns: box rows (0..8), inverse box (9..17), origin (18..20), distances between
+/// opposite faces (21..23). Integer table columns: cells per direction (0..2), scan reach per
+/// direction (3..5), first global cell id of the frame (6), 1 if the cell vectors are orthogonal (7).
 struct CellGridColumns {
-  static constexpr int box = 0, inverse = 9, origin = 18, nreal = 21;
-  static constexpr int ncell = 0, reach = 3, cell_offset = 6, nint = 7;
+  static constexpr int box = 0, inverse = 9, origin = 18, face = 21, nreal = 24;
+  static constexpr int ncell = 0, reach = 3, cell_offset = 6, orthogonal = 7, nint = 8;
 };
 
 /// Cell list of a batch of frames (all frames share natoms).
 ///
 /// Periodic frames: fractional coordinates s = x inv(box), wrapped with fmod (+1 if negative),
-/// `ncell_d = max(1, floor(face_distance_d / rcut))` cells along each cell vector, and a scan
-/// reach `k_d = ceil(rcut / (face_distance_d / ncell_d))` so that scanning cell offsets -k..k in
+/// `ncell_d = max(1, floor(cells_per_cutoff * face_distance_d / rcut))` cells along each cell
+/// vector (cells_per_cutoff = 2 by default: half-cutoff cells scan ~40% less volume than
+/// cutoff-sized ones), and a scan reach `k_d = ceil(rcut / (face_distance_d / ncell_d))` so that
+/// scanning cell offsets -k..k in
 /// unwrapped cell-index space visits every (atom, periodic image) within rcut exactly once, also
 /// for boxes smaller than 2 rcut. Non-periodic frames: an axis-aligned box around the atoms,
 /// padded by 2 rcut, so that no periodic image of the padded box is ever within rcut.
@@ -40,8 +41,11 @@ class CellList {
 
   /// Wraps the atoms of `frames` and sorts them into cells for the cutoff `rcut`.
   /// Allocates only when the batch or the number of cells grows.
-  void build(ExecutionSpace const& space, Frames<Scalar, memory_space> const& frames, double rcut) {
+  void build(ExecutionSpace const& space, Frames<Scalar, memory_space> const& frames, double rcut,
+             int cells_per_cutoff = 2) {
     require(rcut > 0, "CellList: rcut must be positive, got " + std::to_string(rcut));
+    require(cells_per_cutoff >= 1 && cells_per_cutoff <= 8, "CellList: cells_per_cutoff must be 1..8");
+    cells_per_cutoff_ = cells_per_cutoff;
     int const nframes = frames.nframes, natoms = frames.natoms, nloc = frames.nloc();
     require(nframes >= 0 && natoms >= 0, "CellList: negative nframes or natoms");
     require(frames.coord.extent(0) >= std::size_t(nloc) && frames.coord.extent(1) == 3,
@@ -57,6 +61,7 @@ class CellList {
     ensure_extent(cell_of_atom_, nloc);
     ensure_extent(rank_, nloc);
     ensure_extent(cell_atoms_, nloc);
+    ensure_extent(cell_position_, nloc, 3);
 
     if (periodic_) {
       require(frames.box.extent(0) >= std::size_t(nframes) && frames.box.extent(1) == 9,
@@ -80,9 +85,9 @@ class CellList {
     bin(space, frames);
   }
 
-  int nframes() const { return nframes_; }                ///< frames of the last build
-  int natoms() const { return natoms_; }                  ///< atoms per frame of the last build
-  int ncells() const { return ncells_; }                  ///< cells of all frames together
+  int nframes() const { return nframes_; }  ///< frames of the last build
+  int natoms() const { return natoms_; }    ///< atoms per frame of the last build
+  int ncells() const { return ncells_; }    ///< cells of all frames together
   /// (nframes, 21) per-frame box, inverse box, origin (see CellGridColumns).
   View2<Scalar, memory_space> real_table() const { return real_; }
   /// (nframes, 7) per-frame cells per direction, scan reach, first cell id.
@@ -95,6 +100,8 @@ class CellList {
   View1<int, memory_space> cell_start() const { return cell_start_; }
   /// (nloc) atom indices grouped by cell.
   View1<int, memory_space> cell_atoms() const { return cell_atoms_; }
+  /// (nloc, 3) wrapped positions in cell order (cell_position(p) = wrapped(cell_atoms(p))).
+  View2<Scalar, memory_space> cell_position() const { return cell_position_; }
 
  private:
   /// Non-periodic frames: per-frame axis-aligned bounding box, computed on the device.
@@ -163,16 +170,21 @@ class CellList {
     for (int d = 0; d < 3; ++d) {
       double const* c = crosses[d];
       double const face = volume / std::sqrt(c[0] * c[0] + c[1] * c[1] + c[2] * c[2]);
-      int const n = std::max(1, int(std::floor(face / rcut)));
+      int const n = std::max(1, int(std::floor(cells_per_cutoff_ * face / rcut)));
       // Slightly enlarged so a face exactly divisible by rcut still reaches every neighbour.
       int const reach = int(std::ceil(rcut * n / face * (1.0 + 1e-12)));
       require(reach <= 256, "CellList: frame " + std::to_string(f) + ": box is too small for rcut " +
                                 std::to_string(rcut) + " (over 256 periodic images per direction)");
       integer_host_(f, CellGridColumns::ncell + d) = n;
       integer_host_(f, CellGridColumns::reach + d) = reach;
+      real_host_(f, CellGridColumns::face + d) = Scalar(face);
       total *= n;
     }
     integer_host_(f, CellGridColumns::cell_offset) = ncells_;
+    auto dot = [&](int p, int q) {
+      return box[3 * p] * box[3 * q] + box[3 * p + 1] * box[3 * q + 1] + box[3 * p + 2] * box[3 * q + 2];
+    };
+    integer_host_(f, CellGridColumns::orthogonal) = (dot(0, 1) == 0 && dot(0, 2) == 0 && dot(1, 2) == 0) ? 1 : 0;
     require(ncells_ + total < (1L << 30), "CellList: too many cells");
     ncells_ += int(total);
     // inverse(box): rows of the inverse are crosses / det, transposed (s = x inv(box)).
@@ -195,6 +207,7 @@ class CellList {
     auto cell_count = cell_count_;
     auto cell_start = cell_start_;
     auto cell_atoms = cell_atoms_;
+    auto cell_position = cell_position_;
     using Range = Kokkos::RangePolicy<ExecutionSpace>;
     using C = CellGridColumns;
     Kokkos::deep_copy(space, Kokkos::subview(cell_count, std::make_pair(0, ncells + 1)), 0);
@@ -204,14 +217,16 @@ class CellList {
           Scalar x[3], s[3];
           for (int d = 0; d < 3; ++d) x[d] = coord(a, d) - real(f, C::origin + d);
           for (int d = 0; d < 3; ++d)
-            s[d] = x[0] * real(f, C::inverse + d) + x[1] * real(f, C::inverse + 3 + d) + x[2] * real(f, C::inverse + 6 + d);
+            s[d] = x[0] * real(f, C::inverse + d) + x[1] * real(f, C::inverse + 3 + d) +
+                   x[2] * real(f, C::inverse + 6 + d);
           if (periodic) {
             for (int d = 0; d < 3; ++d) {
               s[d] = math::fmod(s[d], Scalar(1));
               if (s[d] < Scalar(0)) s[d] += Scalar(1);
             }
             for (int d = 0; d < 3; ++d)
-              wrapped(a, d) = s[0] * real(f, C::box + d) + s[1] * real(f, C::box + 3 + d) + s[2] * real(f, C::box + 6 + d);
+              wrapped(a, d) =
+                  s[0] * real(f, C::box + d) + s[1] * real(f, C::box + 3 + d) + s[2] * real(f, C::box + 6 + d);
           } else {
             for (int d = 0; d < 3; ++d) wrapped(a, d) = coord(a, d);
           }
@@ -233,11 +248,14 @@ class CellList {
           partial += n;
         });
     Kokkos::parallel_for(
-        "dpk::neighbor::CellFill", Range(space, 0, nloc),
-        KOKKOS_LAMBDA(int a) { cell_atoms(cell_start(cell_of_atom(a)) + rank(a)) = a; });
+        "dpk::neighbor::CellFill", Range(space, 0, nloc), KOKKOS_LAMBDA(int a) {
+          int const p = cell_start(cell_of_atom(a)) + rank(a);
+          cell_atoms(p) = a;
+          for (int d = 0; d < 3; ++d) cell_position(p, d) = wrapped(a, d);
+        });
   }
 
-  int nframes_ = 0, natoms_ = 0, ncells_ = 0;
+  int nframes_ = 0, natoms_ = 0, ncells_ = 0, cells_per_cutoff_ = 2;
   bool periodic_ = true;
   View2<Scalar, memory_space> real_{"dpk::neighbor::cell_geometry", 0, 0};
   View2<int, memory_space> integer_{"dpk::neighbor::cell_grid", 0, 0};
@@ -252,6 +270,7 @@ class CellList {
   View1<int, memory_space> cell_count_{"dpk::neighbor::cell_count", 0};
   View1<int, memory_space> cell_start_{"dpk::neighbor::cell_start", 0};
   View1<int, memory_space> cell_atoms_{"dpk::neighbor::cell_atoms", 0};
+  View2<Scalar, memory_space> cell_position_{"dpk::neighbor::cell_position", 0, 3};
 };
 
 }  // namespace dpk

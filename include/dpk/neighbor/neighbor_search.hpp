@@ -2,13 +2,13 @@
 /// \file neighbor_search.hpp
 /// \brief O(N) neighbour search on the device, formatted the way DeePMD-kit formats its lists.
 
+#include <cstdint>
 #include <dpk/core/compat.hpp>
 #include <dpk/core/error.hpp>
 #include <dpk/core/frames.hpp>
 #include <dpk/core/types.hpp>
 #include <dpk/neighbor/cell_list.hpp>
 #include <dpk/neighbor/neighbor_list.hpp>
-
 #include <string>
 #include <vector>
 
@@ -25,6 +25,41 @@ KOKKOS_INLINE_FUNCTION void decode_image(int code, int& i0, int& i1, int& i2) {
   i2 = code % 1024 - 512;
   i1 = (code / 1024) % 1024 - 512;
   i0 = code / (1024 * 1024) - 512;
+}
+
+/// Ordering key of a candidate: float32 r^2 bits (monotonic for r^2 >= 0) above the owner index.
+KOKKOS_INLINE_FUNCTION std::uint64_t pack_key(float r2, int owner) {
+  union {
+    float f;
+    std::uint32_t u;
+  } bits;
+  bits.f = r2;
+  return (std::uint64_t(bits.u) << 32) | std::uint64_t(std::uint32_t(owner));
+}
+
+/// Candidate a before candidate b: by (r^2, owner), then by image code.
+KOKKOS_INLINE_FUNCTION bool key_before(std::uint64_t a, int image_a, std::uint64_t b, int image_b) {
+  return a < b || (a == b && image_a < image_b);
+}
+
+/// Shell sort (Ciura's gaps) of n (key, image) pairs by key_before, in place.
+KOKKOS_INLINE_FUNCTION void shell_sort(std::uint64_t* key, int* image, int n) {
+  constexpr int gaps[] = {701, 301, 132, 57, 23, 10, 4, 1};
+  for (int g : gaps) {
+    if (g >= n) continue;
+    for (int a = g; a < n; ++a) {
+      std::uint64_t const k = key[a];
+      int const m = image[a];
+      int b = a;
+      while (b >= g && key_before(k, m, key[b - g], image[b - g])) {
+        key[b] = key[b - g];
+        image[b] = image[b - g];
+        b -= g;
+      }
+      key[b] = k;
+      image[b] = m;
+    }
+  }
 }
 
 }  // namespace detail
@@ -44,7 +79,7 @@ class NeighborSearch {
   /// Cutoff radius (A) and slots per neighbour type (sel.size() = number of types).
   NeighborSearch(double rcut, std::vector<int> sel) : rcut_(rcut), sel_(std::move(sel)) {
     require(rcut_ > 0, "NeighborSearch: rcut must be positive, got " + std::to_string(rcut_));
-    require(!sel_.empty(), "NeighborSearch: sel must list at least one type");
+    require(!sel_.empty() && sel_.size() <= 64, "NeighborSearch: sel must list 1 to 64 types");
     sel_offset_.assign(sel_.size() + 1, 0);
     for (std::size_t t = 0; t < sel_.size(); ++t) {
       require(sel_[t] >= 0, "NeighborSearch: sel[" + std::to_string(t) + "] is negative");
@@ -61,7 +96,7 @@ class NeighborSearch {
     Kokkos::deep_copy(sel_offset_device_, offset_host);
   }
 
-  double rcut() const { return rcut_; }                ///< cutoff radius
+  double rcut() const { return rcut_; }                 ///< cutoff radius
   std::vector<int> const& sel() const { return sel_; }  ///< slots per type
   int nnei() const { return sel_offset_.back(); }       ///< slots per centre
   /// The cell list of the last build (wrapped positions, cells).
@@ -74,9 +109,9 @@ class NeighborSearch {
              NeighborList<Scalar, memory_space>& out) {
     int const nloc = frames.nloc(), natoms = frames.natoms, nnei = this->nnei();
     int const ntypes = int(sel_.size());
-    require(frames.types.extent(0) >= std::size_t(nloc),
-            "NeighborSearch: frames.types has " + std::to_string(frames.types.extent(0)) + " entries, expected " +
-                std::to_string(nloc));
+    require(frames.types.extent(0) >= std::size_t(nloc), "NeighborSearch: frames.types has " +
+                                                             std::to_string(frames.types.extent(0)) +
+                                                             " entries, expected " + std::to_string(nloc));
     cells_.build(space, frames, rcut_);
 
     out.nloc = nloc;
@@ -102,6 +137,9 @@ class NeighborSearch {
     auto cell_of_atom = cells_.cell_of_atom();
     auto cell_start = cells_.cell_start();
     auto cell_atoms = cells_.cell_atoms();
+    auto cell_position = cells_.cell_position();
+    // Cells whose lower distance bound exceeds rcut (with a relative margin) are skipped.
+    Scalar const prune = Scalar(rcut_ * (1.0 + 1e-5));
     auto sel = sel_device_;
     auto sel_offset = sel_offset_device_;
     Scalar const rc2 = Scalar(rcut_) * Scalar(rcut_);
@@ -116,79 +154,143 @@ class NeighborSearch {
           int const n0 = integer(f, C::ncell), n1 = integer(f, C::ncell + 1), n2 = integer(f, C::ncell + 2);
           int const k0 = integer(f, C::reach), k1 = integer(f, C::reach + 1), k2 = integer(f, C::reach + 2);
           int const offset = integer(f, C::cell_offset);
+          bool const orthogonal = integer(f, C::orthogonal) != 0;
           int const local = cell_of_atom(i) - offset;
           int const c2 = local % n2, c1 = (local / n2) % n1, c0 = local / (n1 * n2);
           Scalar const xi0 = wrapped(i, 0), xi1 = wrapped(i, 1), xi2 = wrapped(i, 2);
           float const fi0 = float(xi0), fi1 = float(xi1), fi2 = float(xi2);
+          // Fractional coordinates of the centre, for skipping cells that are farther than rcut
+          // (distance >= fractional gap * face distance along each cell vector).
+          Scalar si[3];
+          for (int d = 0; d < 3; ++d)
+            si[d] = (xi0 - real(f, C::origin)) * real(f, C::inverse + d) +
+                    (xi1 - real(f, C::origin + 1)) * real(f, C::inverse + 3 + d) +
+                    (xi2 - real(f, C::origin + 2)) * real(f, C::inverse + 6 + d);
+          Scalar const face[3] = {real(f, C::face), real(f, C::face + 1), real(f, C::face + 2)};
+          int const n[3] = {n0, n1, n2}, k[3] = {k0, k1, k2};
+          Scalar inv_n[3], box[9];
+          for (int d = 0; d < 3; ++d) inv_n[d] = Scalar(1) / Scalar(n[d]);
+          for (int q = 0; q < 9; ++q) box[q] = real(f, C::box + q);
+          int const c[3] = {c0, c1, c2};
+          // First unwrapped cell of the scan per direction: wrapped index and image, tracked
+          // incrementally below (no divisions in the loops).
+          int w_first[3], m_first[3];
+          for (int d = 0; d < 3; ++d) {
+            int const u = c[d] - k[d];
+            w_first[d] = ((u % n[d]) + n[d]) % n[d];
+            m_first[d] = (u - w_first[d]) / n[d];
+          }
+          // Distance lower bound of unwrapped cell u along direction d: fractional gap * face.
+          auto gap = [&](int d, int u) {
+            Scalar const lo = Scalar(u) * inv_n[d] - si[d], hi = si[d] - Scalar(u + 1) * inv_n[d];
+            Scalar const g = lo > hi ? lo : hi;
+            return g > Scalar(0) ? g * face[d] : Scalar(0);
+          };
+          Scalar const prune2 = prune * prune;
           for (int t = 0; t < ntypes; ++t) count(i, t) = 0;
-          for (int o0 = -k0; o0 <= k0; ++o0) {
-            int const u0 = c0 + o0, w0 = ((u0 % n0) + n0) % n0, m0 = (u0 - w0) / n0;
-            for (int o1 = -k1; o1 <= k1; ++o1) {
-              int const u1 = c1 + o1, w1 = ((u1 % n1) + n1) % n1, m1 = (u1 - w1) / n1;
-              for (int o2 = -k2; o2 <= k2; ++o2) {
-                int const u2 = c2 + o2, w2 = ((u2 % n2) + n2) % n2, m2 = (u2 - w2) / n2;
-                bool const home = (m0 == 0 && m1 == 0 && m2 == 0);
-                Scalar shift[3];
-                for (int d = 0; d < 3; ++d)
-                  shift[d] = Scalar(m0) * real(f, C::box + d) + Scalar(m1) * real(f, C::box + 3 + d) +
-                             Scalar(m2) * real(f, C::box + 6 + d);
-                int const cell = offset + (w0 * n1 + w1) * n2 + w2;
-                int const begin = cell_start(cell), end = cell_start(cell + 1);
-                for (int p = begin; p < end; ++p) {
-                  int const j = cell_atoms(p);
-                  if (home && j == i) continue;
-                  Scalar const xj0 = wrapped(j, 0) + shift[0];
-                  Scalar const xj1 = wrapped(j, 1) + shift[1];
-                  Scalar const xj2 = wrapped(j, 2) + shift[2];
-                  Scalar const d0 = xj0 - xi0, d1 = xj1 - xi1, d2 = xj2 - xi2;
-                  if (!(d0 * d0 + d1 * d1 + d2 * d2 < rc2)) continue;
-                  int const t = types(j);
-                  if (t < 0 || t >= ntypes) continue;
-                  // DeePMD-kit's ordering key: float32 positions, float32 arithmetic.
-                  float const e0 = float(xj0) - fi0, e1 = float(xj1) - fi1, e2 = float(xj2) - fi2;
-                  float const kf = e0 * e0 + e1 * e1 + e2 * e2;
-                  if (!(kf <= rc2_float)) continue;
-                  int const code = detail::encode_image(m0, m1, m2);
-                  int const base = sel_offset(t), capacity = sel(t);
-                  int filled = count(i, t);
-                  int pos;
-                  if (filled == capacity) {
-                    ++dropped_sum;
-                    if (capacity == 0) continue;
-                    int const last = base + capacity - 1;
-                    bool const closer = kf < key(i, last) ||
-                                        (kf == key(i, last) && (j < index(i, last) ||
-                                                                (j == index(i, last) && code < image(i, last))));
-                    if (!closer) continue;
-                    pos = last;  // evict the farthest
-                  } else {
-                    pos = base + filled;
-                    count(i, t) = filled + 1;
+          std::uint64_t* const key_row = &key(i, 0);  // raw rows: no stride reloads in the loops
+          int* const image_row = &image(i, 0);
+          int* const count_row = &count(i, 0);
+          std::uint64_t sorted_mask = 0;  // blocks already sorted (after an overflow)
+          int w0 = w_first[0], m0 = m_first[0];
+          for (int u0 = c0 - k0; u0 <= c0 + k0; ++u0) {
+            Scalar const g0 = gap(0, u0);
+            if (g0 < prune) {
+              Scalar const shift0[3] = {Scalar(m0) * box[0], Scalar(m0) * box[1], Scalar(m0) * box[2]};
+              int w1 = w_first[1], m1 = m_first[1];
+              for (int u1 = c1 - k1; u1 <= c1 + k1; ++u1) {
+                Scalar const g1 = gap(1, u1);
+                if (g1 < prune && !(orthogonal && g0 * g0 + g1 * g1 >= prune2)) {
+                  Scalar const shift01[3] = {shift0[0] + Scalar(m1) * box[3], shift0[1] + Scalar(m1) * box[4],
+                                             shift0[2] + Scalar(m1) * box[5]};
+                  int const row = (w0 * n1 + w1) * n2 + offset;
+                  int w2 = w_first[2], m2 = m_first[2];
+                  for (int u2 = c2 - k2; u2 <= c2 + k2; ++u2) {
+                    Scalar const g2 = gap(2, u2);
+                    if (g2 < prune && !(orthogonal && g0 * g0 + g1 * g1 + g2 * g2 >= prune2)) {
+                      bool const home = (m0 == 0 && m1 == 0 && m2 == 0);
+                      Scalar const shift[3] = {shift01[0] + Scalar(m2) * box[6], shift01[1] + Scalar(m2) * box[7],
+                                               shift01[2] + Scalar(m2) * box[8]};
+                      int const cell = row + w2;
+                      int const begin = cell_start(cell), end = cell_start(cell + 1);
+                      for (int p = begin; p < end; ++p) {
+                        Scalar const xj0 = cell_position(p, 0) + shift[0];
+                        Scalar const xj1 = cell_position(p, 1) + shift[1];
+                        Scalar const xj2 = cell_position(p, 2) + shift[2];
+                        Scalar const d0 = xj0 - xi0, d1 = xj1 - xi1, d2 = xj2 - xi2;
+                        if (!(d0 * d0 + d1 * d1 + d2 * d2 < rc2)) continue;
+                        int const j = cell_atoms(p);
+                        if (home && j == i) continue;
+                        int const t = types(j);
+                        if (t < 0 || t >= ntypes) continue;
+                        // DeePMD-kit's ordering key: float32 positions, float32 arithmetic.
+                        float const e0 = float(xj0) - fi0, e1 = float(xj1) - fi1, e2 = float(xj2) - fi2;
+                        float const kf = e0 * e0 + e1 * e1 + e2 * e2;
+                        if (!(kf <= rc2_float)) continue;
+                        int const code = detail::encode_image(m0, m1, m2);
+                        std::uint64_t const packed = detail::pack_key(kf, j);
+                        int const base = sel_offset(t), capacity = sel(t);
+                        int const filled = count_row[t];
+                        if (filled < capacity) {
+                          // Append; the block is sorted once at the end (or when it overflows).
+                          key_row[base + filled] = packed;
+                          image_row[base + filled] = code;
+                          count_row[t] = filled + 1;
+                          continue;
+                        }
+                        ++dropped_sum;
+                        if (capacity == 0) continue;
+                        if (!(sorted_mask & (std::uint64_t(1) << t))) {
+                          detail::shell_sort(key_row + base, image_row + base, capacity);
+                          sorted_mask |= std::uint64_t(1) << t;
+                        }
+                        int pos = base + capacity - 1;
+                        if (!detail::key_before(packed, code, key_row[pos], image_row[pos])) continue;
+                        // Evict the farthest, insert in order.
+                        while (pos > base && detail::key_before(packed, code, key_row[pos - 1], image_row[pos - 1])) {
+                          key_row[pos] = key_row[pos - 1];
+                          image_row[pos] = image_row[pos - 1];
+                          --pos;
+                        }
+                        key_row[pos] = packed;
+                        image_row[pos] = code;
+                      }
+                    }
+                    if (++w2 == n2) w2 = 0, ++m2;
                   }
-                  while (pos > base) {
-                    float const kp = key(i, pos - 1);
-                    int const jp = index(i, pos - 1);
-                    bool const before = kf < kp || (kf == kp && (j < jp || (j == jp && code < image(i, pos - 1))));
-                    if (!before) break;
-                    key(i, pos) = kp;
-                    index(i, pos) = jp;
-                    image(i, pos) = image(i, pos - 1);
-                    --pos;
-                  }
-                  key(i, pos) = kf;
-                  index(i, pos) = j;
-                  image(i, pos) = code;
                 }
+                if (++w1 == n1) w1 = 0, ++m1;
               }
             }
+            if (++w0 == n0) w0 = 0, ++m0;
           }
-          // Final pass: r_ij of the kept images (same arithmetic as the candidate test), padding.
+          // Final pass: each kept candidate goes to slot base + rank (rank = number of candidates
+          // of the block ordered before it: a branch-free count that vectorises, unlike a
+          // comparison sort), with r_ij computed by the same arithmetic as the candidate test.
           for (int t = 0; t < ntypes; ++t) {
             int const base = sel_offset(t), filled = count(i, t), end = base + sel(t);
-            for (int s = base; s < base + filled; ++s) {
+            bool const sorted = (sorted_mask & (std::uint64_t(1) << t)) != 0;
+            std::uint64_t const* const block = key_row + base;
+            int const* const block_image = image_row + base;
+            for (int a = 0; a < filled; ++a) {
+              std::uint64_t const ka = block[a];
+              int const ma = block_image[a];
+              int rank = a;
+              if (!sorted) {
+                int less = 0, equal = 0;
+                for (int b = 0; b < filled; ++b) {
+                  less += block[b] < ka ? 1 : 0;
+                  equal += block[b] == ka ? 1 : 0;
+                }
+                if (equal > 1)  // same owner at the same float32 distance: order by image
+                  for (int b = 0; b < filled; ++b) less += (block[b] == ka && block_image[b] < ma) ? 1 : 0;
+                rank = less;
+              }
+              int const s = base + rank;
               int m0, m1, m2;
-              detail::decode_image(image(i, s), m0, m1, m2);
-              int const j = index(i, s);
+              detail::decode_image(ma, m0, m1, m2);
+              int const j = int(ka & 0xffffffffu);
+              index(i, s) = j;
               Scalar const xi[3] = {xi0, xi1, xi2};
               for (int d = 0; d < 3; ++d) {
                 Scalar const shift = Scalar(m0) * real(f, C::box + d) + Scalar(m1) * real(f, C::box + 3 + d) +
@@ -212,7 +314,7 @@ class NeighborSearch {
   std::vector<int> sel_, sel_offset_;
   CellList<Scalar, ExecutionSpace> cells_;
   View1<int, memory_space> sel_device_, sel_offset_device_;
-  View2<float, memory_space> key_{"dpk::neighbor::key", 0, 0};
+  View2<std::uint64_t, memory_space> key_{"dpk::neighbor::key", 0, 0};
   View2<int, memory_space> image_{"dpk::neighbor::image", 0, 0};
 };
 
