@@ -12,7 +12,6 @@
 #include <dpk/core/types.hpp>
 #include <dpk/descriptor/environment_matrix.hpp>
 #include <dpk/neighbor/neighbor_list.hpp>
-
 #include <string>
 #include <vector>
 
@@ -20,55 +19,32 @@ namespace dpk {
 
 namespace detail {
 
-/// One atom n: the centre part over its own slots plus a gather over the reverse index (the
-/// pairs that point at n), so no atomics are needed; the frame virial is an array reduction
-/// (deterministic for a given thread count) over per-atom virials.
+/// Second pass of the force product, per atom n: subtract the pair forces of the pairs that
+/// point at n (contiguous in the reverse order), per-atom virial, and the frame virial as an
+/// array reduction in double (deterministic for a given thread count).
 template <class Scalar, class MemorySpace>
-struct ProductForceVirial {
+struct GatherForceVirial {
   using value_type = double[];
   using size_type = std::size_t;
   unsigned value_count;  // 9 * nframes
-  int nnei, natoms;
+  int natoms;
   bool with_atom_virial;
-  View3<Scalar const, MemorySpace> g;
-  View4<Scalar const, MemorySpace> deriv;
-  View3<Scalar const, MemorySpace> rij;
-  View2<int const, MemorySpace> index;
-  View1<int const, MemorySpace> reverse_offset, reverse_pair;
+  View1<int const, MemorySpace> reverse_offset;
+  View2<Scalar const, MemorySpace> pair_force, reverse_rij;
   View2<Scalar, MemorySpace> force, atom_virial;
 
   KOKKOS_INLINE_FUNCTION void operator()(int n, value_type virial) const {
-    Scalar f0 = 0, f1 = 0, f2 = 0;
-    Scalar const* gn = &g(n, 0, 0);
-    Scalar const* dn = &deriv(n, 0, 0, 0);
-    for (int s = 0; s < nnei; ++s) {
-      if (index(n, s) < 0) continue;
-      Scalar const* gs = gn + 4 * s;
-      Scalar const* ds = dn + 12 * s;
-      f0 += gs[0] * ds[0] + gs[1] * ds[3] + gs[2] * ds[6] + gs[3] * ds[9];
-      f1 += gs[0] * ds[1] + gs[1] * ds[4] + gs[2] * ds[7] + gs[3] * ds[10];
-      f2 += gs[0] * ds[2] + gs[1] * ds[5] + gs[2] * ds[8] + gs[3] * ds[11];
-    }
+    Scalar f0 = force(n, 0), f1 = force(n, 1), f2 = force(n, 2);
     Scalar w[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
-    Scalar const* g0 = g.data();
-    Scalar const* d0 = deriv.data();
-    Scalar const* r0 = rij.data();
-    // Row strides (views may have more rows than nloc, never other inner extents).
     int const end = reverse_offset(n + 1);
     for (int p = reverse_offset(n); p < end; ++p) {
-      std::size_t const e = std::size_t(reverse_pair(p));
-      Scalar const* gs = g0 + 4 * e;
-      Scalar const* ds = d0 + 12 * e;
-      Scalar const* rs = r0 + 3 * e;
-      Scalar const q0 = gs[0] * ds[0] + gs[1] * ds[3] + gs[2] * ds[6] + gs[3] * ds[9];
-      Scalar const q1 = gs[0] * ds[1] + gs[1] * ds[4] + gs[2] * ds[7] + gs[3] * ds[10];
-      Scalar const q2 = gs[0] * ds[2] + gs[1] * ds[5] + gs[2] * ds[8] + gs[3] * ds[11];
-      f0 -= q0;
-      f1 -= q1;
-      f2 -= q2;
-      Scalar const q[3] = {q0, q1, q2};
+      Scalar const q[3] = {pair_force(p, 0), pair_force(p, 1), pair_force(p, 2)};
+      Scalar const r[3] = {reverse_rij(p, 0), reverse_rij(p, 1), reverse_rij(p, 2)};
+      f0 -= q[0];
+      f1 -= q[1];
+      f2 -= q[2];
       for (int a = 0; a < 3; ++a)
-        for (int b = 0; b < 3; ++b) w[3 * a + b] -= q[a] * rs[b];
+        for (int b = 0; b < 3; ++b) w[3 * a + b] -= q[a] * r[b];
     }
     force(n, 0) = f0;
     force(n, 1) = f1;
@@ -95,25 +71,25 @@ void check_product_arguments(char const* where, EnvironmentMatrix<Scalar, Memory
                              NeighborList<Scalar, MemorySpace> const& list, int natoms, std::size_t g_rows,
                              std::size_t g_slots, std::size_t g_columns) {
   std::string const name(where);
-  require(natoms > 0 && list.nloc % natoms == 0, name + ": nloc " + std::to_string(list.nloc) +
-                                                     " is not a multiple of natoms " + std::to_string(natoms));
+  require(natoms > 0 && list.nloc % natoms == 0,
+          name + ": nloc " + std::to_string(list.nloc) + " is not a multiple of natoms " + std::to_string(natoms));
   require(env.deriv.extent(0) >= std::size_t(list.nloc) && env.deriv.extent(1) == std::size_t(list.nnei),
           name + ": environment matrix does not match the neighbour list (nloc " + std::to_string(list.nloc) +
               ", nnei " + std::to_string(list.nnei) + ")");
   require(list.rij.extent(1) == std::size_t(list.nnei) && list.index.extent(1) == std::size_t(list.nnei),
           name + ": neighbour list views are not (nloc, nnei)");
-  require(g_rows >= std::size_t(list.nloc) && g_slots == std::size_t(list.nnei) && g_columns == 4,
-          name + ": g/v must be (nloc = " + std::to_string(list.nloc) + ", nnei = " + std::to_string(list.nnei) +
-              ", 4)");
+  require(
+      g_rows >= std::size_t(list.nloc) && g_slots == std::size_t(list.nnei) && g_columns == 4,
+      name + ": g/v must be (nloc = " + std::to_string(list.nloc) + ", nnei = " + std::to_string(list.nnei) + ", 4)");
 }
 
 }  // namespace detail
 
-/// Force, virial and (optionally) per-atom virial from g = dE/d rows (nloc, nnei, 4) (kernel
-/// "dpk::descriptor::ProdForceVirial"). force (nloc, 3) and virial (nframes, 9) are
-/// overwritten; atom_virial (nloc, 9) too unless it is an empty View (then skipped). Needs the
-/// list's reverse index (NeighborSearch::build makes it). Synchronous (the frame virial is
-/// reduced on the host side in double).
+/// Force, virial and (optionally) per-atom virial from g = dE/d rows (nloc, nnei, 4) (kernels
+/// "dpk::descriptor::ProdForce", per centre, and "dpk::descriptor::ProdVirial", per atom). force (nloc, 3) and virial
+/// (nframes, 9) are overwritten; atom_virial (nloc, 9) too unless it is an empty View (then skipped). Needs the list's
+/// reverse index (NeighborSearch::build makes it). Synchronous (the frame virial is reduced on the host side in
+/// double).
 template <class Scalar, class ExecutionSpace>
 void compute_force_virial(ExecutionSpace const& space,
                           detail::nondeduced_t<View3<Scalar const, typename ExecutionSpace::memory_space>> g,
@@ -128,28 +104,49 @@ void compute_force_virial(ExecutionSpace const& space,
   require(list.reverse_nloc == nloc,
           "compute_force_virial: the neighbour list has no reverse index; call build_reverse_neighbors(space, list)");
   int const nframes = nloc / natoms;
-  require(force.extent(0) >= std::size_t(nloc) && force.extent(1) == 3, "compute_force_virial: force must be (nloc, 3)");
+  require(force.extent(0) >= std::size_t(nloc) && force.extent(1) == 3,
+          "compute_force_virial: force must be (nloc, 3)");
   require(virial.extent(0) >= std::size_t(nframes) && virial.extent(1) == 9,
           "compute_force_virial: virial must be (nframes = " + std::to_string(nframes) + ", 9)");
   bool const with_atom_virial = atom_virial.extent(0) > 0;
   require(!with_atom_virial || (atom_virial.extent(0) >= std::size_t(nloc) && atom_virial.extent(1) == 9),
           "compute_force_virial: atom_virial must be (nloc, 9) or empty");
-  detail::ProductForceVirial<Scalar, Mem> functor{unsigned(9 * nframes),
-                                                  list.nnei,
-                                                  natoms,
-                                                  with_atom_virial,
-                                                  g,
-                                                  env.deriv,
-                                                  list.rij,
-                                                  list.index,
-                                                  list.reverse_offset,
-                                                  list.reverse_pair,
-                                                  force,
-                                                  atom_virial};
+  // Pass 1, per centre (streams g and deriv): q = dE/dr_ij per pair, the centre's sum, and q
+  // stored in the reverse order of the list. Pass 2, per atom: gather -q of the pairs pointing
+  // at it and their virials. No atomics; results do not depend on the thread count.
+  {
+    int const nnei = list.nnei;
+    auto index = list.index;
+    auto deriv = env.deriv;
+    auto position = list.reverse_position;
+    auto pair_force = list.pair_force;
+    Kokkos::parallel_for(
+        "dpk::descriptor::ProdForce", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc), KOKKOS_LAMBDA(int i) {
+          Scalar f0 = 0, f1 = 0, f2 = 0;
+          for (int s = 0; s < nnei; ++s) {
+            if (index(i, s) < 0) continue;
+            Scalar const g0 = g(i, s, 0), g1 = g(i, s, 1), g2 = g(i, s, 2), g3 = g(i, s, 3);
+            Scalar q[3];
+            for (int d = 0; d < 3; ++d)
+              q[d] = g0 * deriv(i, s, 0, d) + g1 * deriv(i, s, 1, d) + g2 * deriv(i, s, 2, d) + g3 * deriv(i, s, 3, d);
+            f0 += q[0];
+            f1 += q[1];
+            f2 += q[2];
+            int const p = position(i * nnei + s);
+            for (int d = 0; d < 3; ++d) pair_force(p, d) = q[d];
+          }
+          force(i, 0) = f0;
+          force(i, 1) = f1;
+          force(i, 2) = f2;
+        });
+  }
+  detail::GatherForceVirial<Scalar, Mem> functor{
+      unsigned(9 * nframes), natoms, with_atom_virial, list.reverse_offset, list.pair_force,
+      list.reverse_rij,      force,  atom_virial};
   std::vector<double> total(std::size_t(9) * nframes, 0.0);
   Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> result(total.data(), total.size());
-  Kokkos::parallel_reduce("dpk::descriptor::ProdForceVirial", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc),
-                          functor, result);
+  Kokkos::parallel_reduce("dpk::descriptor::ProdVirial", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc), functor,
+                          result);
   space.fence();
   auto virial_rows = Kokkos::subview(virial, std::make_pair(0, nframes), Kokkos::ALL());
   auto host = Kokkos::create_mirror_view(virial_rows);
@@ -180,8 +177,7 @@ void force_virial_adjoint(ExecutionSpace const& space,
   auto rij = list.rij;
   auto index = list.index;
   Kokkos::parallel_for(
-      "dpk::descriptor::ForceVirialAdjoint", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc),
-      KOKKOS_LAMBDA(int i) {
+      "dpk::descriptor::ForceVirialAdjoint", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc), KOKKOS_LAMBDA(int i) {
         int const frame = i / natoms;
         Scalar w[9];
         for (int k = 0; k < 9; ++k) w[k] = cW(frame, k);

@@ -5,7 +5,6 @@
 
 #include <dpk/core/error.hpp>
 #include <dpk/core/types.hpp>
-
 #include <string>
 #include <vector>
 
@@ -60,6 +59,12 @@ struct NeighborList {
   int reverse_nloc = -1;  ///< nloc for which the reverse index was built (-1: not built)
   /// Cursor workspace of the reverse fill.
   View1<int, MemorySpace> reverse_cursor{"dpk::neighbor::reverse_cursor", 0};
+  /// (nloc * nnei) position in reverse_pair of each filled (centre, slot); undefined for empty slots.
+  View1<int, MemorySpace> reverse_position{"dpk::neighbor::reverse_position", 0};
+  /// (pairs, 3) r_ij of reverse_pair[p], in reverse order (so gathers over a neighbour stream).
+  View2<Scalar, MemorySpace> reverse_rij{"dpk::neighbor::reverse_rij", 0, 3};
+  /// (pairs, 3) workspace of the force product: dE/dr_ij of reverse_pair[p].
+  View2<Scalar, MemorySpace> pair_force{"dpk::neighbor::pair_force", 0, 3};
 };
 
 /// Fills list.reverse_offset / reverse_pair from list.index (counting sort by neighbour atom,
@@ -73,6 +78,9 @@ void build_reverse_neighbors(ExecutionSpace const& space,
   ensure_extent(list.reverse_offset, nloc + 1);
   ensure_extent(list.reverse_cursor, nloc + 1);
   ensure_extent(list.reverse_pair, std::size_t(nloc) * std::size_t(nnei) + 1);
+  ensure_extent(list.reverse_position, std::size_t(nloc) * std::size_t(nnei) + 1);
+  ensure_extent(list.reverse_rij, std::size_t(nloc) * std::size_t(nnei) + 1, 3);
+  ensure_extent(list.pair_force, std::size_t(nloc) * std::size_t(nnei) + 1, 3);
   auto index = list.index;
   auto offset = list.reverse_offset;
   auto cursor = list.reverse_cursor;
@@ -87,8 +95,7 @@ void build_reverse_neighbors(ExecutionSpace const& space,
         }
       });
   Kokkos::parallel_scan(
-      "dpk::neighbor::ReverseOffsets", Range(space, 0, nloc + 1),
-      KOKKOS_LAMBDA(int n, int& partial, bool final) {
+      "dpk::neighbor::ReverseOffsets", Range(space, 0, nloc + 1), KOKKOS_LAMBDA(int n, int& partial, bool final) {
         int const c = n < nloc ? cursor(n) : 0;
         if (final) offset(n) = partial;
         partial += c;
@@ -114,6 +121,18 @@ void build_reverse_neighbors(ExecutionSpace const& space,
             --b;
           }
           pair(b) = value;
+        }
+      });
+  auto position = list.reverse_position;
+  auto reverse_rij = list.reverse_rij;
+  auto rij = list.rij;
+  Kokkos::parallel_for(
+      "dpk::neighbor::ReversePositions", Range(space, 0, nloc), KOKKOS_LAMBDA(int n) {
+        for (int p = offset(n); p < offset(n + 1); ++p) {
+          int const e = pair(p);
+          position(e) = p;
+          int const i = e / nnei, s = e - i * nnei;
+          for (int d = 0; d < 3; ++d) reverse_rij(p, d) = rij(i, s, d);
         }
       });
   list.reverse_nloc = nloc;
