@@ -1,0 +1,258 @@
+// <dpk/potential.hpp>: a model with DeePMD-kit's fixture weights (tests/data/water_model),
+// written by the model-file writer and loaded by dpk::Potential, reproduces the fixture's
+// energies and forces; many frames in one call equal single-frame calls; non-periodic frames;
+// the device-View overload; clear errors for bad types and sizes.
+#include <doctest/doctest.h>
+
+#include <dpk/io/npy.hpp>
+#include <dpk/potential.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace {
+
+using Space = dpk::DefaultExecutionSpace;
+using Mem = dpk::memory_space_t<Space>;
+std::string const fixture = std::string(DPK_TEST_DATA_DIR) + "/water_model/tos_true/";
+
+/// The fixture model's hyperparameters (tests/data/water_model/README.md).
+dpk::ModelFileData fixture_model_data() {
+  dpk::ModelFileData d;
+  d.kind = "model";
+  d.precision = "float64";
+  d.ntypes = 2;
+  d.type_map = {"O", "H"};
+  d.descriptor.rcut = 6.0;
+  d.descriptor.rcut_smth = 0.5;
+  d.descriptor.sel = {46, 92};
+  d.descriptor.neuron = {8, 16};
+  d.descriptor.axis_neuron = 4;
+  d.descriptor.resnet_dt = false;
+  d.descriptor.type_one_side = true;
+  d.fitting.neuron = {16, 16};
+  d.fitting.resnet_dt = true;
+  // Parameters in the model's layout, from the fixture's weight files.
+  dpk::EnergyModel<double, Space> model(d.descriptor, d.fitting, d.ntypes);
+  d.parameters.assign(model.num_parameters(), 0.0);
+  for (auto const& t : model.tensors()) {
+    auto a = dpk::read_npy(fixture + "weights/" + t.name + ".npy");
+    REQUIRE_MESSAGE(a.data.size() == t.size(), t.name);
+    std::copy(a.data.begin(), a.data.end(), d.parameters.begin() + std::ptrdiff_t(t.offset));
+    d.tensors.push_back({t.name, t.shape, t.offset});
+  }
+  d.avg = dpk::read_npy(fixture + "avg.npy").data;
+  d.stdev = dpk::read_npy(fixture + "std.npy").data;
+  d.energy_bias = {-93.5, -187.25};
+  return d;
+}
+
+/// The fixture model written with the model-file writer into a temporary file, removed at the
+/// end of the scope.
+struct FixtureModelFile {
+  std::string path;
+  FixtureModelFile() {
+    static int count = 0;
+    path = (std::filesystem::temp_directory_path() /
+            ("dpk_test_potential_" + std::to_string(::getpid()) + "_" + std::to_string(count++) + ".dpk"))
+               .string();
+    dpk::write_model_file(path, fixture_model_data());
+  }
+  ~FixtureModelFile() { std::filesystem::remove(path); }
+};
+
+std::vector<int> water_types() {
+  std::vector<int> t(192, 1);
+  for (int i = 0; i < 64; ++i) t[i] = 0;
+  return t;
+}
+
+std::vector<double> frame_array(int frame, char const* what) {
+  return dpk::read_npy(fixture + "frame" + std::to_string(frame) + "_" + what + ".npy").data;
+}
+
+double max_abs_difference(std::vector<double> const& a, std::vector<double> const& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (std::size_t k = 0; k < a.size(); ++k) worst = std::max(worst, std::abs(a[k] - b[k]));
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("Potential: a written fixture model reproduces DeePMD-kit's energies and forces") {
+  FixtureModelFile file;
+  dpk::Potential<double> potential(file.path);
+  CHECK(potential.type_map() == std::vector<std::string>{"O", "H"});
+  CHECK(potential.rcut() == 6.0);
+  CHECK(potential.ntypes() == 2);
+  CHECK(potential.model_precision() == "float64");
+  CHECK(potential.type_index("H") == 1);
+  CHECK(potential.type_indices({"H", "O"}) == std::vector<int>{1, 0});
+
+  for (int frame = 0; frame < 2; ++frame) {
+    CAPTURE(frame);
+    auto const r = potential.compute(frame_array(frame, "coord"), water_types(), frame_array(frame, "box"), true);
+    REQUIRE(r.nframes == 1);
+    REQUIRE(r.natoms == 192);
+    auto const want_atom_energy = frame_array(frame, "atom_energy");
+    double want_energy = 0;
+    for (double e : want_atom_energy) want_energy += e;
+    CHECK(std::abs(r.energy[0] - want_energy) / std::abs(want_energy) < 1e-10);
+    double worst_atom = 0, atom_sum = 0;
+    for (std::size_t i = 0; i < want_atom_energy.size(); ++i) {
+      worst_atom = std::max(worst_atom, std::abs(r.atom_energy[i] - want_atom_energy[i]) / std::abs(want_atom_energy[i]));
+      atom_sum += r.atom_energy[i];
+    }
+    CHECK(worst_atom < 1e-10);
+    CHECK(std::abs(atom_sum - r.energy[0]) < 1e-9);
+    double const force_error = max_abs_difference(r.force, frame_array(frame, "force"));
+    CHECK(force_error < 1e-8);
+    CHECK(max_abs_difference(r.virial, frame_array(frame, "virial")) < 1e-6);
+    REQUIRE(r.atom_virial.size() == 192u * 9);
+    for (int k = 0; k < 9; ++k) {
+      double sum = 0;
+      for (int i = 0; i < 192; ++i) sum += r.atom_virial[std::size_t(9 * i + k)];
+      CHECK(sum == doctest::Approx(r.virial[std::size_t(k)]).epsilon(1e-10));
+    }
+    MESSAGE("frame ", frame, ": E ", r.energy[0], " (want ", want_energy, "), max |dF| ", force_error);
+  }
+}
+
+TEST_CASE("Potential: two frames in one call equal two single-frame calls") {
+  FixtureModelFile file;
+  dpk::Potential<double> potential(file.path);
+  std::vector<double> coord = frame_array(0, "coord"), box = frame_array(0, "box");
+  auto const c1 = frame_array(1, "coord"), b1 = frame_array(1, "box");
+  coord.insert(coord.end(), c1.begin(), c1.end());
+  box.insert(box.end(), b1.begin(), b1.end());
+  auto const both = potential.compute(coord, water_types(), box);
+  REQUIRE(both.nframes == 2);
+  CHECK(both.atom_virial.empty());
+  for (int frame = 0; frame < 2; ++frame) {
+    CAPTURE(frame);
+    auto const one = potential.compute(frame_array(frame, "coord"), water_types(), frame_array(frame, "box"));
+    CHECK(std::abs(both.energy[std::size_t(frame)] - one.energy[0]) <= 1e-12 * std::abs(one.energy[0]));
+    std::size_t const n = 192;
+    for (std::size_t k = 0; k < n * 3; ++k) CHECK(std::abs(both.force[frame * n * 3 + k] - one.force[k]) < 1e-12);
+    for (std::size_t k = 0; k < n; ++k)
+      CHECK(std::abs(both.atom_energy[frame * n + k] - one.atom_energy[k]) < 1e-12);
+    for (std::size_t k = 0; k < 9; ++k) CHECK(std::abs(both.virial[frame * 9 + k] - one.virial[k]) < 1e-10);
+  }
+}
+
+TEST_CASE("Potential: non-periodic frames (a cluster) equal the same cluster in a huge periodic box") {
+  FixtureModelFile file;
+  dpk::Potential<double> potential(file.path);
+  // A cluster: the atoms of frame 0 within 5 A of atom 0 (positions as stored, no wrapping).
+  auto const all = frame_array(0, "coord");
+  auto const types_all = water_types();
+  std::vector<double> coord;
+  std::vector<int> types;
+  for (int a = 0; a < 192; ++a) {
+    double r2 = 0;
+    for (int d = 0; d < 3; ++d) r2 += (all[3 * a + d] - all[d]) * (all[3 * a + d] - all[d]);
+    if (r2 < 25.0) {
+      coord.insert(coord.end(), {all[3 * a], all[3 * a + 1], all[3 * a + 2]});
+      types.push_back(types_all[std::size_t(a)]);
+    }
+  }
+  REQUIRE(types.size() > 10);
+  auto const open = potential.compute(coord, types, {});
+  std::vector<double> const huge = {200, 0, 0, 0, 200, 0, 0, 0, 200};
+  auto const boxed = potential.compute(coord, types, huge);
+  CHECK(std::isfinite(open.energy[0]));
+  CHECK(std::abs(open.energy[0] - boxed.energy[0]) < 1e-10 * std::abs(boxed.energy[0]));
+  CHECK(max_abs_difference(open.force, boxed.force) < 1e-10);
+  CHECK(max_abs_difference(open.virial, boxed.virial) < 1e-9);
+  // Forces are minus the energy gradient (central differences on one atom), and sum to zero.
+  double sum[3] = {0, 0, 0};
+  for (std::size_t a = 0; a < types.size(); ++a)
+    for (int d = 0; d < 3; ++d) sum[d] += open.force[3 * a + std::size_t(d)];
+  for (double s : sum) CHECK(std::abs(s) < 1e-10);
+  double const h = 1e-5;
+  for (int d = 0; d < 3; ++d) {
+    auto plus = coord, minus = coord;
+    plus[std::size_t(d)] += h;
+    minus[std::size_t(d)] -= h;
+    double const fd = -(potential.compute(plus, types, {}).energy[0] - potential.compute(minus, types, {}).energy[0]) / (2 * h);
+    CHECK(std::abs(fd - open.force[std::size_t(d)]) < 1e-7);
+  }
+  MESSAGE("cluster of ", types.size(), " atoms: E ", open.energy[0]);
+}
+
+TEST_CASE("Potential: device-View overload equals the host-array overload") {
+  FixtureModelFile file;
+  dpk::Potential<double> potential(file.path);
+  auto const coord = frame_array(1, "coord");
+  auto const box = frame_array(1, "box");
+  auto const want = potential.compute(coord, water_types(), box);
+  dpk::View2<double, Mem> coord_view("coord", 192, 3);
+  dpk::View1<int, Mem> types_view("types", 192);
+  dpk::View2<double, Mem> box_view("box", 1, 9);
+  auto hc = Kokkos::create_mirror_view(coord_view);
+  auto ht = Kokkos::create_mirror_view(types_view);
+  auto hb = Kokkos::create_mirror_view(box_view);
+  auto const types = water_types();
+  for (int a = 0; a < 192; ++a) {
+    for (int d = 0; d < 3; ++d) hc(a, d) = coord[std::size_t(3 * a + d)];
+    ht(a) = types[std::size_t(a)];
+  }
+  for (int k = 0; k < 9; ++k) hb(0, k) = box[std::size_t(k)];
+  Kokkos::deep_copy(coord_view, hc);
+  Kokkos::deep_copy(types_view, ht);
+  Kokkos::deep_copy(box_view, hb);
+  dpk::Prediction<double, Mem> out;
+  potential.compute(Space(), coord_view, types_view, box_view, 1, out);
+  Space().fence();
+  auto e = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), out.energy);
+  auto f = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), out.force);
+  CHECK(e(0) == doctest::Approx(want.energy[0]).epsilon(1e-14));
+  double worst = 0;
+  for (int a = 0; a < 192; ++a)
+    for (int d = 0; d < 3; ++d) worst = std::max(worst, std::abs(f(a, d) - want.force[std::size_t(3 * a + d)]));
+  CHECK(worst < 1e-13);
+
+  // Bad type on the device: a clear error naming the atom and the type_map.
+  ht(5) = 7;
+  Kokkos::deep_copy(types_view, ht);
+  CHECK_THROWS_WITH_AS(potential.compute(Space(), coord_view, types_view, box_view, 1, out),
+                       doctest::Contains("atom 5 has type index 7, outside the model's 2 types [O, H]"), dpk::Error);
+}
+
+TEST_CASE("Potential: float precision runs the same model") {
+  FixtureModelFile file;
+  dpk::Potential<float> potential(file.path);
+  auto const r = potential.compute(frame_array(0, "coord"), water_types(), frame_array(0, "box"));
+  auto const want_atom_energy = frame_array(0, "atom_energy");
+  double want_energy = 0;
+  for (double e : want_atom_energy) want_energy += e;
+  CHECK(std::abs(r.energy[0] - want_energy) / std::abs(want_energy) < 1e-6);
+  CHECK(max_abs_difference(r.force, frame_array(0, "force")) < 1e-5);
+}
+
+TEST_CASE("Potential: clear errors for bad types, sizes and files") {
+  FixtureModelFile file;
+  dpk::Potential<double> potential(file.path);
+  auto const coord = frame_array(0, "coord");
+  auto const box = frame_array(0, "box");
+  auto types = water_types();
+  types[3] = 2;
+  CHECK_THROWS_WITH_AS(potential.compute(coord, types, box),
+                       doctest::Contains("atom 3 has type index 2, outside the model's 2 types [O, H]"), dpk::Error);
+  types[3] = -1;
+  CHECK_THROWS_WITH_AS(potential.compute(coord, types, box), doctest::Contains("type index -1"), dpk::Error);
+  CHECK_THROWS_WITH_AS(potential.type_index("C"), doctest::Contains("element 'C' is not in the model's type_map [O, H]"),
+                       dpk::Error);
+  std::vector<double> short_coord(coord.begin(), coord.end() - 1);
+  CHECK_THROWS_WITH_AS(potential.compute(short_coord, water_types(), box), doctest::Contains("'coord' has"), dpk::Error);
+  CHECK_THROWS_WITH_AS(potential.compute(coord, water_types(), {1, 2, 3}), doctest::Contains("'box' has 3 values"),
+                       dpk::Error);
+  CHECK_THROWS_WITH_AS(dpk::Potential<double>("/nonexistent/model.dpk"),
+                       doctest::Contains("model file '/nonexistent/model.dpk'"), dpk::Error);
+}
