@@ -30,7 +30,7 @@ case "$compiler" in *nvcc_wrapper) ;; *) die "configured compiler is '$compiler'
 cudart=$(sed -n 's/^CUDA_cudart_LIBRARY:[A-Z]*=//p' "$build_dir/CMakeCache.txt")
 case "$cudart" in ""|/usr/lib/x86_64-linux-gnu/*|/usr/lib/nvidia-cuda-toolkit/*) ;;
   *) die "CUDA runtime resolved to $cudart (expected Debian's CUDA 11.8); check PATH/CUDAToolkit_ROOT" ;; esac
-targets=$(cmake --build "$build_dir" --target help | sed -n 's/^\.\.\. \([A-Za-z0-9_]*\).*/\1/p' \
+targets=$(cmake --build "$build_dir" --target help | sed -n 's/^\.\.\. \([A-Za-z0-9_.+-]*\).*/\1/p' \
   | grep -v -x -E 'all|clean|depend|edit_cache|rebuild_cache|install|install/local|install/strip|list_install_components|test' | tr '\n' ' ')
 say "targets: $targets"
 
