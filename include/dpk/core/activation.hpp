@@ -12,16 +12,17 @@
 namespace dpk::math {
 
 namespace detail {
+// Host-only helpers: the device path of activation_tanh uses the vendor tanh.
 
 /// 2^-n for 0 <= n <= 1022 (double) built from the exponent bits.
-KOKKOS_INLINE_FUNCTION double exp2_negative(int n, double) {
+inline double exp2_negative(int n, double) {
   std::int64_t const bits = std::int64_t(1023 - n) << 52;
   double out;
   std::memcpy(&out, &bits, sizeof out);
   return out;
 }
 /// 2^-n for 0 <= n <= 126 (float).
-KOKKOS_INLINE_FUNCTION float exp2_negative(int n, float) {
+inline float exp2_negative(int n, float) {
   std::int32_t const bits = std::int32_t(127 - n) << 23;
   float out;
   std::memcpy(&out, &bits, sizeof out);
@@ -30,7 +31,7 @@ KOKKOS_INLINE_FUNCTION float exp2_negative(int n, float) {
 
 /// expm1(-y) for y >= 0 (y clamped by the caller): y = n ln2 + r, |r| <= ln2/2,
 /// expm1(-y) = 2^-n (e^-r - 1) + (2^-n - 1), with e^-r - 1 from its Taylor polynomial.
-KOKKOS_INLINE_FUNCTION double expm1_negative(double y) {
+inline double expm1_negative(double y) {
   double const ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
   double const inv_ln2 = 1.44269504088896338700e+00;
   int const n = static_cast<int>(y * inv_ln2 + 0.5);
@@ -55,7 +56,7 @@ KOKKOS_INLINE_FUNCTION double expm1_negative(double y) {
   return s * em1 + (s - 1.0);
 }
 
-KOKKOS_INLINE_FUNCTION float expm1_negative(float y) {
+inline float expm1_negative(float y) {
   float const ln2_hi = 6.9314575195e-01f, ln2_lo = 1.4286067653e-06f, inv_ln2 = 1.4426950216e+00f;
   int const n = static_cast<int>(y * inv_ln2 + 0.5f);
   float const r = -((y - n * ln2_hi) - n * ln2_lo);

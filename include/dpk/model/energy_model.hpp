@@ -484,7 +484,9 @@ class EnergyModel {
       int const r0 = type_begin_[t], r1 = type_begin_[t + 1];
       if (r1 > r0) fitting_net_.tangent(space, params, t, window(dt_, r0, r1 - r0, width), r0, r1);
     }
-    // Reverse pass through the fitting nets: value seed c_E of the atom's frame, tangent seed 1.
+    // Reverse pass through the fitting nets: value seed c_E of the atom's frame, tangent seed 1
+    // (the seed of first_order's backward pass, whose cotangents it reuses; Delta = dE/dD is
+    // still in gdt_ from there).
     auto seed = fit_seed_;
     auto ce = ce_;
     auto position = in_.position;
@@ -496,8 +498,7 @@ class EnergyModel {
       int const r0 = type_begin_[t], r1 = type_begin_[t + 1], n = r1 - r0;
       if (n == 0) continue;
       fitting_net_.reverse(space, params, grads, t, window(d_, r0, n, width), window(dt_, r0, n, width), r0, r1,
-                           window(fit_seed_, r0, n, 1), window(fit_ones_, r0, n, 1), window(gd_, r0, n, width),
-                           window(gdt_, r0, n, width));
+                           window(fit_seed_, r0, n, 1), window(fit_ones_, r0, n, 1), window(gd_, r0, n, width));
     }
     // gT = Gamma T< + pad(Gamma^T T) + Delta T'< + pad(Delta^T T');  gT' = A (first-order pass).
     descriptor_cotangent(space, in_, Matrix(gd_.data(), nloc, width), t_, gtm_, false);
@@ -507,7 +508,7 @@ class EnergyModel {
     for (int k = 0; k < in_.rows.nnets; ++k) {
       int const r0 = in_.rows.begin[k], r1 = r0 + in_.rows.filled[k] + ntypes_, n = r1 - r0;
       embedding_.reverse(space, params, grads, k, window(s_, r0, n, 1), window(st_, r0, n, 1), r0, r1,
-                         window(gg_, r0, n, m1_), window(ggt_, r0, n, m1_), Matrix(), Matrix());
+                         window(gg_, r0, n, m1_), window(ggt_, r0, n, m1_), Matrix());
     }
   }
 

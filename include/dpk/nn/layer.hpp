@@ -190,42 +190,42 @@ void layer_backward_input(ExecutionSpace const& space, LayerShape const& shape,
 /// Scratch matrices of the reverse pass, each (R, n_out).
 template <class Scalar, class MemorySpace>
 struct ReverseScratch {
-  MatrixView<Scalar, MemorySpace> gz, gzt, product, ones;  ///< ones: (R, 1) filled with 1
+  MatrixView<Scalar, MemorySpace> gz, product, ones;  ///< ones: (R, 1) filled with 1
 };
 
 /// Combined reverse pass over values and tangents (SPEC.md section 8) for one layer.
 /// Inputs: x, xt (R, n_in) the layer's input value/tangent; h, zt (R, n_out) from the forward
 /// and tangent passes; g, gt (R, n_out) the output cotangents. Accumulates (+=) dW, db, didt
-/// into `grad`; writes gx, gxt (R, n_in) when they have rows (pass empty views to skip).
+/// into `grad`; writes gx (R, n_in) unless empty.
+/// The tangent cotangents follow the same linear recursion as the first-order backward pass
+/// (layer_backward_input) when seeded alike, so the caller passes that pass's gz as `gzt`
+/// (R, n_out) and gets the input tangent cotangent from there too: no GEMM is spent on it here.
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 void layer_reverse(ExecutionSpace const& space, LayerShape const& shape, LayerParams<Scalar, MemorySpace> const& p,
                    LayerParams<Scalar, MemorySpace> const& grad, MatrixView<Scalar, MemorySpace> x,
                    MatrixView<Scalar, MemorySpace> xt, MatrixView<Scalar, MemorySpace> h,
                    MatrixView<Scalar, MemorySpace> zt, MatrixView<Scalar, MemorySpace> g,
-                   MatrixView<Scalar, MemorySpace> gt, ReverseScratch<Scalar, MemorySpace> const& scratch,
-                   MatrixView<Scalar, MemorySpace> gx, MatrixView<Scalar, MemorySpace> gxt) {
+                   MatrixView<Scalar, MemorySpace> gt, MatrixView<Scalar, MemorySpace> gzt,
+                   ReverseScratch<Scalar, MemorySpace> const& scratch, MatrixView<Scalar, MemorySpace> gx) {
   int const rows = static_cast<int>(g.extent(0));
   if (rows == 0) return;
   int const n_out = shape.n_out;
   auto idt = p.idt;
   bool const act = shape.tanh, has_idt = shape.timestep;
-  auto gz = scratch.gz, gzt = scratch.gzt, product = scratch.product;
+  auto gz = scratch.gz, product = scratch.product;
   if (act) {
     for_each_element(space, "dpk::nn::Dense::reverse", rows, n_out, KOKKOS_LAMBDA(int const r, int const c) {
           Scalar const t = h(r, c);
           Scalar const d = Scalar(1) - t * t;
           Scalar const z_t = zt(r, c);
           Scalar const scale = has_idt ? idt(0, c) : Scalar(1);
-          Scalar const gh = scale * g(r, c), ght = scale * gt(r, c);
-          gzt(r, c) = ght * d;
-          gz(r, c) = (gh - Scalar(2) * t * z_t * ght) * d;
+          gz(r, c) = (scale * g(r, c) - Scalar(2) * t * z_t * scale * gt(r, c)) * d;
           if (has_idt) product(r, c) = t * g(r, c) + d * z_t * gt(r, c);
         });
   }
   auto const& gz_use = act ? gz : g;
   auto const& gzt_use = act ? gzt : gt;
-  auto ones = Kokkos::subview(scratch.ones, Kokkos::make_pair(0, rows), Kokkos::ALL());
-  MatrixView<Scalar, MemorySpace> ones_r(ones.data(), rows, 1);
+  MatrixView<Scalar, MemorySpace> ones_r(scratch.ones.data(), rows, 1);
   // dW += x^T gz + x'^T gz';  db += 1^T gz;  didt += 1^T (h g + h' g')
   blas::gemm(space, "T", "N", Scalar(1), x, gz_use, Scalar(1), grad.w);
   blas::gemm(space, "T", "N", Scalar(1), xt, gzt_use, Scalar(1), grad.w);
@@ -234,10 +234,6 @@ void layer_reverse(ExecutionSpace const& space, LayerShape const& shape, LayerPa
   if (gx.extent(0) > 0) {
     Scalar const beta = layer_skip_cotangent(space, shape, g, gx);
     blas::gemm(space, "N", "T", Scalar(1), gz_use, p.w, beta, gx);
-  }
-  if (gxt.extent(0) > 0) {
-    Scalar const beta = layer_skip_cotangent(space, shape, gt, gxt);
-    blas::gemm(space, "N", "T", Scalar(1), gzt_use, p.w, beta, gxt);
   }
 }
 

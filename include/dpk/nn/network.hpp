@@ -50,6 +50,8 @@ class NetworkFamily {
       out_.resize(layers);
       zt_.resize(layers);
       outt_.resize(layers);
+      g1_.resize(layers);
+      gz1_.resize(layers);
     }
     for (std::size_t l = 0; l < layers; ++l) {
       std::size_t const n = static_cast<std::size_t>(shapes_[l].n_out);
@@ -58,12 +60,14 @@ class NetworkFamily {
       if (tangents) {
         grow(zt_[l], rows * n, "zt");
         grow(outt_[l], rows * n, "outt");
+        grow(g1_[l], rows * n, "first_order_cotangent");
+        grow(gz1_[l], rows * n, "first_order_gz");
       }
     }
     std::size_t const flat = rows * static_cast<std::size_t>(width_max_);
     for (auto* v : {&g_a_, &g_b_, &gz_}) grow(*v, flat, "cotangent");
     if (tangents) {
-      for (auto* v : {&gt_a_, &gt_b_, &gzt_, &product_}) grow(*v, flat, "cotangent");
+      grow(product_, flat, "cotangent");
       if (ones_.extent(0) < rows) {
         grow(ones_, rows, "ones");
         Kokkos::deep_copy(ones_, Scalar(1));
@@ -99,40 +103,45 @@ class NetworkFamily {
     }
   }
 
-  /// d(output . g_out)/d(input): g_out (R, n_output()) -> g_in (R, n_input()). No parameter gradient.
+  /// d(output . g_out)/d(input): g_out (R, n_output()) -> g_in (R, n_input()). No parameter
+  /// gradient. With tangent buffers reserved, every layer's cotangents are kept for reverse().
   void backward_input(ExecutionSpace const& space, Scalar* params, int net, int r0, int r1, Matrix g_out,
                       Matrix g_in) {
     int const rows = r1 - r0;
+    bool const keep = g1_.size() == shapes_.size() && g1_.back().extent(0) > 0;
     Matrix g = g_out;
     for (int l = num_layers() - 1; l >= 0; --l) {
       LayerShape const& s = shapes_[l];
-      Matrix gx = l == 0 ? g_in : Matrix((l % 2 ? g_a_ : g_b_).data(), rows, s.n_in);
-      layer_backward_input(space, s, param(params, net, l), rows_of(h_[l], s.n_out, r0, r1), g,
-                           Matrix(gz_.data(), rows, s.n_out), gx);
+      Matrix gx = l == 0 ? g_in
+                         : (keep ? rows_of(g1_[l - 1], s.n_in, r0, r1)
+                                 : Matrix((l % 2 ? g_a_ : g_b_).data(), rows, s.n_in));
+      Matrix gz = keep ? rows_of(gz1_[l], s.n_out, r0, r1) : Matrix(gz_.data(), rows, s.n_out);
+      layer_backward_input(space, s, param(params, net, l), rows_of(h_[l], s.n_out, r0, r1), g, gz, gx);
       g = gx;
     }
   }
 
   /// Combined reverse pass of values and tangents (SPEC.md section 8) for net `net` on rows
-  /// [r0, r1): seeds g, gt (R, n_output()); accumulates parameter gradients into `grads` (same
-  /// layout as params); writes the input cotangents g_in, gt_in (R, n_input()) unless empty.
+  /// [r0, r1): value seed g_out (R, n_output()), tangent seed gt_out, which must be the seed
+  /// of the backward_input() call made on these rows since the last forward (its per-layer
+  /// cotangents are the tangent cotangents here). Accumulates parameter gradients into `grads`
+  /// (same layout as params); writes the input value cotangent g_in (R, n_input()) unless empty.
   void reverse(ExecutionSpace const& space, Scalar* params, Scalar* grads, int net, Matrix x0, Matrix x0t, int r0,
-               int r1, Matrix g_out, Matrix gt_out, Matrix g_in, Matrix gt_in) {
+               int r1, Matrix g_out, Matrix gt_out, Matrix g_in) {
     int const rows = r1 - r0;
-    Matrix g = g_out, gt = gt_out;
+    Matrix g = g_out;
     for (int l = num_layers() - 1; l >= 0; --l) {
       LayerShape const& s = shapes_[l];
       int const n = s.n_out;
       Matrix x = l == 0 ? x0 : out(l - 1, r0, r1);
       Matrix xt = l == 0 ? x0t : out_tangent(l - 1, r0, r1);
+      Matrix gt = l == num_layers() - 1 ? gt_out : rows_of(g1_[l], n, r0, r1);
       Matrix gx = l == 0 ? g_in : Matrix((l % 2 ? g_a_ : g_b_).data(), rows, s.n_in);
-      Matrix gxt = l == 0 ? gt_in : Matrix((l % 2 ? gt_a_ : gt_b_).data(), rows, s.n_in);
-      ReverseScratch<Scalar, memory_space> scratch{Matrix(gz_.data(), rows, n), Matrix(gzt_.data(), rows, n),
-                                                   Matrix(product_.data(), rows, n), Matrix(ones_.data(), rows, 1)};
+      ReverseScratch<Scalar, memory_space> scratch{Matrix(gz_.data(), rows, n), Matrix(product_.data(), rows, n),
+                                                   Matrix(ones_.data(), rows, 1)};
       layer_reverse(space, s, param(params, net, l), param(grads, net, l), x, xt, rows_of(h_[l], n, r0, r1),
-                    rows_of(zt_[l], n, r0, r1), g, gt, scratch, gx, gxt);
+                    rows_of(zt_[l], n, r0, r1), g, gt, rows_of(gz1_[l], n, r0, r1), scratch, gx);
       g = gx;
-      gt = gxt;
     }
   }
 
@@ -153,8 +162,8 @@ class NetworkFamily {
   std::vector<std::vector<LayerOffsets>> offsets_;
   std::string label_;
   int width_max_ = 1;
-  std::vector<View1<Scalar, memory_space>> h_, out_, zt_, outt_;
-  View1<Scalar, memory_space> g_a_, g_b_, gt_a_, gt_b_, gz_, gzt_, product_, ones_;
+  std::vector<View1<Scalar, memory_space>> h_, out_, zt_, outt_, g1_, gz1_;
+  View1<Scalar, memory_space> g_a_, g_b_, gz_, product_, ones_;
 };
 
 }  // namespace dpk::nn
