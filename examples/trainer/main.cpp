@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -148,8 +149,17 @@ int test_as(dpk::ModelFileData const& file, std::string const& model_path, std::
 int main(int argc, char** argv) {
   dpk::MpiSession mpi(&argc, &argv);
   int status = 0;
+  // Kokkos::initialize prints Kokkos' help for --help (and leaves the argument in place): hide
+  // --help from Kokkos behind a placeholder and restore it for CLI11, so that `dpk-train --help`
+  // and `dpk-train train --help` print dpk's help (--kokkos-help still prints Kokkos').
+  static char help_placeholder[] = "--dpk-help-placeholder";
+  static char help_flag[] = "--help";
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--help") == 0) argv[i] = help_placeholder;
   {
     Kokkos::ScopeGuard kokkos(argc, argv);  // consumes --kokkos-* options
+    for (int i = 1; i < argc; ++i)
+      if (argv[i] == help_placeholder) argv[i] = help_flag;
     dpk::Communicator comm;
     CLI::App app{"dpk-train: train DeePMD-kit se_e2_a models with Kokkos (dpk)"};
     app.require_subcommand(1);
