@@ -32,6 +32,25 @@
 
 namespace dpk {
 
+namespace detail::potential {
+
+/// Index of the first entry of `types` (nloc entries) outside [0, ntypes), or -1 when all are
+/// valid. A free function: nvcc rejects extended lambdas in private member functions.
+template <class ExecutionSpace, class TypesView>
+int first_bad_type(ExecutionSpace const& space, TypesView const& types, int nloc, int ntypes) {
+  int bad = 0;
+  Kokkos::parallel_reduce(
+      "dpk::potential::check_types", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc),
+      KOKKOS_LAMBDA(int const i, int& count) { count += (types(i) < 0 || types(i) >= ntypes) ? 1 : 0; }, bad);
+  if (bad == 0) return -1;
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), types);
+  for (int i = 0; i < nloc; ++i)
+    if (host(i) < 0 || host(i) >= ntypes) return i;
+  return -1;
+}
+
+}  // namespace detail::potential
+
 /// Results of Potential::compute on host arrays, in float64 whatever the model's precision.
 /// Atom a of frame f is entry f * natoms + a.
 struct PotentialResult {
@@ -210,7 +229,13 @@ class Potential {
   /// Device overload on a dpk::Frames batch (see compute above for `out`).
   void compute(ExecutionSpace const& space, Frames<Scalar, memory_space> const& frames,
                Prediction<Scalar, memory_space>& out, bool atom_virial = false) {
-    check_types_device(space, frames.types, frames.nloc());
+    require(frames.types.extent(0) >= std::size_t(frames.nloc()),
+            "dpk::Potential::compute: frames.types has fewer than nframes * natoms entries");
+    int const bad = detail::potential::first_bad_type(space, frames.types, frames.nloc(), ntypes());
+    if (bad >= 0) {
+      auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), frames.types);
+      throw Error(type_error(bad, host(bad)));
+    }
     model_->predict(space, frames, out, true, atom_virial);
   }
 
@@ -242,19 +267,6 @@ class Potential {
   void check_types_host(std::vector<int> const& types) const {
     for (std::size_t a = 0; a < types.size(); ++a)
       if (types[a] < 0 || types[a] >= ntypes()) throw Error(type_error(int(a), types[a]));
-  }
-
-  void check_types_device(ExecutionSpace const& space, View1<int, memory_space> const& types, int nloc) const {
-    require(types.extent(0) >= std::size_t(nloc), "dpk::Potential::compute: frames.types has fewer than nloc entries");
-    int const ntypes = model_->ntypes();
-    int bad = 0;
-    Kokkos::parallel_reduce(
-        "dpk::potential::check_types", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc),
-        KOKKOS_LAMBDA(int const i, int& count) { count += (types(i) < 0 || types(i) >= ntypes) ? 1 : 0; }, bad);
-    if (bad == 0) return;
-    auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), types);
-    for (int i = 0; i < nloc; ++i)
-      if (host(i) < 0 || host(i) >= ntypes) throw Error(type_error(i, host(i)));
   }
 
   ExecutionSpace space_;
