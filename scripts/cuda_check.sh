@@ -27,18 +27,18 @@ cmake --preset cuda -B "$build_dir" >"$cfg_log" 2>&1 \
 grep -E '^-- (dpk|Kokkos|Found MPI|The CXX)' "$cfg_log" || true
 compiler=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build_dir/CMakeCache.txt")
 case "$compiler" in *nvcc_wrapper) ;; *) die "configured compiler is '$compiler', not nvcc_wrapper" ;; esac
-cudart=$(sed -n 's/^CUDA_cudart_LIBRARY:[A-Z]*=//p' "$build_dir/CMakeCache.txt")
-case "$cudart" in ""|/usr/lib/x86_64-linux-gnu/*|/usr/lib/nvidia-cuda-toolkit/*) ;;
-  *) die "CUDA runtime resolved to $cudart (expected Debian's CUDA 11.8); check PATH/CUDAToolkit_ROOT" ;; esac
+# The CUDA runtime Kokkos links must be CUDA 11.8's (not, e.g., a newer CUDA's in /usr/local/lib).
+kokkos_dir=$(sed -n 's/^Kokkos_DIR:[A-Z]*=//p' "$build_dir/CMakeCache.txt")
+cudart=$(grep -h -A3 'CUDA::cudart PROPERTIES' "$kokkos_dir"/KokkosConfig*.cmake 2>/dev/null | sed -n 's/.*IMPORTED_LOCATION "\(.*\)".*/\1/p' | head -n1)
+case "$cudart" in ""|*/cuda-11.8/*|/usr/lib/x86_64-linux-gnu/*) ;;
+  *) die "Kokkos in $kokkos_dir links the CUDA runtime $cudart, not Debian's CUDA 11.8: re-run scripts/bootstrap.sh --cuda" ;; esac
 targets=$(cmake --build "$build_dir" --target help | sed -n 's/^\.\.\. \([A-Za-z0-9_.+-]*\).*/\1/p' \
   | grep -v -x -E 'all|clean|depend|edit_cache|rebuild_cache|install|install/local|install/strip|list_install_components|test' | tr '\n' ' ')
 say "targets: $targets"
 
 # -k: keep going, so one run reports every translation unit that fails under nvcc.
-# -l: only parallel as long as the load allows (machine shared with other builds).
 set +e
-PATH="/opt/dpk-deps/cuda-11.8/bin:/usr/bin:$PATH" NVCC_WRAPPER_DEFAULT_COMPILER=g++-11 \
-  cmake --build "$build_dir" -j "$jobs" "$@" -- -k 2>&1 | tee "$build_log" \
+cmake --build "$build_dir" -j "$jobs" "$@" -- -k 2>&1 | tee "$build_log" \
   | grep --line-buffered -E '^\[ *[0-9]+%\] (Building|Linking)|error|Error|warning #|Built target'
 status=${PIPESTATUS[0]}
 set -e
@@ -48,4 +48,5 @@ if [ "$status" != 0 ]; then
   grep -E 'error' "$build_log" | grep -v -E '^make|gmake' | sort -u | head -60 >&2
   exit 1
 fi
-say "every target compiled with nvcc ($($wrapper --version 2>/dev/null | sed -n 's/.*\(release [0-9.]*\).*/CUDA \1/p'), host $(g++-11 -dumpfullversion 2>/dev/null | sed 's/^/g++ /')) in ${elapsed} s"
+what="every target"; [ "$#" -gt 0 ] && what="requested targets ($*)"
+say "$what compiled with nvcc ($($wrapper --version 2>/dev/null | sed -n 's/.*\(release [0-9.]*\).*/CUDA \1/p'), host $(g++-11 -dumpfullversion 2>/dev/null | sed 's/^/g++ /')) in ${elapsed} s"

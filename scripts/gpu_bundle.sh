@@ -25,7 +25,6 @@ limit_mb=60
 start=$(date +%s)
 
 scripts/bootstrap.sh --gpu-bundle
-export PATH="$deps/cuda-11.8/bin:/usr/bin:$PATH" NVCC_WRAPPER_DEFAULT_COMPILER=g++-11
 
 # As the cuda preset: a host-only call or a `this` capture in a kernel is an error, not a warning.
 strict_flags=$(python3 -c 'import json; print([p for p in json.load(open("CMakePresets.json"))["configurePresets"] if p["name"] == "cuda"][0]["cacheVariables"]["CMAKE_CXX_FLAGS"])')
