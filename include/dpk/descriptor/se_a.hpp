@@ -17,6 +17,13 @@
 
 namespace dpk {
 
+/// Vector lanes per team for the per-atom kernels (1 on CPUs, a warp on GPUs).
+template <class ExecutionSpace>
+int vector_lanes() {
+  int const max = Kokkos::TeamPolicy<ExecutionSpace>::vector_length_max();
+  return max < 32 ? max : 32;
+}
+
 /// Where each (centre, type block) finds its embedding rows; built once per batch.
 template <class MemorySpace>
 struct EmbeddingRows {
@@ -190,38 +197,61 @@ void contract_descriptor(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
   bool const tos = in.type_one_side;
   bool const tangent = gt.extent(0) > 0;
   Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
+  int const lanes = vector_lanes<ExecutionSpace>();
   Kokkos::parallel_for(
       tangent ? "dpk::descriptor::SeA::Descriptor_tangent" : "dpk::descriptor::SeA::Descriptor",
-      Kokkos::TeamPolicy<ExecutionSpace>(space, in.nloc, Kokkos::AUTO), KOKKOS_LAMBDA(Team const& team) {
+      Kokkos::TeamPolicy<ExecutionSpace>(space, in.nloc, 1, lanes), KOKKOS_LAMBDA(Team const& team) {
         int const i = team.league_rank();
         int const ti = types(i);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m1), [&](int const m) {
-          Scalar acc[4] = {0, 0, 0, 0};
-          for (int tj = 0; tj < ntypes; ++tj) {
-            int const row = row_offset(i, tj), first = sel_offset(tj), n = count(i, tj);
+        // T_i accumulated slot by slot; each feature m stays with one thread/lane across slots,
+        // and the inner loop over m is contiguous in G.
+        Kokkos::parallel_for(Kokkos::TeamVectorRange(team, m1), [&](int const m) {
+          for (int c = 0; c < 4; ++c) t_out(i, m, c) = Scalar(0);
+        });
+        for (int tj = 0; tj < ntypes; ++tj) {
+          int const row = row_offset(i, tj), first = sel_offset(tj), n = count(i, tj);
+          for (int j = 0; j < n; ++j) {
+            Scalar const r0 = env(i, first + j, 0) * inv_nnei, r1 = env(i, first + j, 1) * inv_nnei,
+                         r2 = env(i, first + j, 2) * inv_nnei, r3 = env(i, first + j, 3) * inv_nnei;
             if (!tangent) {
-              for (int j = 0; j < n; ++j) {
+              Kokkos::parallel_for(Kokkos::TeamVectorRange(team, m1), [&](int const m) {
                 Scalar const gm = g(row + j, m);
-                for (int c = 0; c < 4; ++c) acc[c] += gm * env(i, first + j, c);
-              }
-              int const empty = sel_offset(tj + 1) - first - n;
-              if (empty > 0) {
-                int const k = EmbeddingRows<MemorySpace>::net_of(tos, ntypes, ti, tj);
-                Scalar const gm = Scalar(empty) * g(const_base(k) + ti, m);
-                for (int c = 0; c < 4; ++c) acc[c] += gm * empty_row(ti, tj, c);
-              }
+                t_out(i, m, 0) += gm * r0;
+                t_out(i, m, 1) += gm * r1;
+                t_out(i, m, 2) += gm * r2;
+                t_out(i, m, 3) += gm * r3;
+              });
             } else {
-              for (int j = 0; j < n; ++j) {
+              Scalar const v0 = v(i, first + j, 0) * inv_nnei, v1 = v(i, first + j, 1) * inv_nnei,
+                           v2 = v(i, first + j, 2) * inv_nnei, v3 = v(i, first + j, 3) * inv_nnei;
+              Kokkos::parallel_for(Kokkos::TeamVectorRange(team, m1), [&](int const m) {
                 Scalar const gm = g(row + j, m), gtm = gt(row + j, m);
-                for (int c = 0; c < 4; ++c) acc[c] += gtm * env(i, first + j, c) + gm * v(i, first + j, c);
-              }
+                t_out(i, m, 0) += gtm * r0 + gm * v0;
+                t_out(i, m, 1) += gtm * r1 + gm * v1;
+                t_out(i, m, 2) += gtm * r2 + gm * v2;
+                t_out(i, m, 3) += gtm * r3 + gm * v3;
+              });
             }
           }
-          for (int c = 0; c < 4; ++c) t_out(i, m, c) = acc[c] * inv_nnei;
-        });
+          int const empty = sel_offset(tj + 1) - first - n;
+          if (!tangent && empty > 0) {
+            int const k = EmbeddingRows<MemorySpace>::net_of(tos, ntypes, ti, tj);
+            Scalar const w = Scalar(empty) * inv_nnei;
+            Scalar const e0 = empty_row(ti, tj, 0) * w, e1 = empty_row(ti, tj, 1) * w, e2 = empty_row(ti, tj, 2) * w,
+                         e3 = empty_row(ti, tj, 3) * w;
+            int const crow = const_base(k) + ti;
+            Kokkos::parallel_for(Kokkos::TeamVectorRange(team, m1), [&](int const m) {
+              Scalar const gm = g(crow, m);
+              t_out(i, m, 0) += gm * e0;
+              t_out(i, m, 1) += gm * e1;
+              t_out(i, m, 2) += gm * e2;
+              t_out(i, m, 3) += gm * e3;
+            });
+          }
+        }
         team.team_barrier();
         int const p = position(i);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m1), [&](int const m) {
+        Kokkos::parallel_for(Kokkos::TeamVectorRange(team, m1), [&](int const m) {
           for (int n = 0; n < m2; ++n) {
             Scalar sum = 0;
             if (!tangent) {
@@ -296,33 +326,45 @@ void embedding_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
   bool const tos = in.type_one_side;
   bool const with_v = v.extent(0) > 0;
   Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
+  int const lanes = vector_lanes<ExecutionSpace>();
   zero_constant_rows(space, in, gg);
   Kokkos::parallel_for(
-      "dpk::descriptor::SeA::Embedding_cotangent", Kokkos::TeamPolicy<ExecutionSpace>(space, in.nloc, Kokkos::AUTO),
+      "dpk::descriptor::SeA::Embedding_cotangent", Kokkos::TeamPolicy<ExecutionSpace>(space, in.nloc, 1, lanes),
       KOKKOS_LAMBDA(Team const& team) {
         int const i = team.league_rank();
         int const ti = types(i);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, m1), [&](int const m) {
-          Scalar const g0 = gtm(i, m, 0), g1 = gtm(i, m, 1), g2 = gtm(i, m, 2), g3 = gtm(i, m, 3);
-          for (int tj = 0; tj < ntypes; ++tj) {
-            int const row = row_offset(i, tj), first = sel_offset(tj), n = count(i, tj);
-            for (int j = 0; j < n; ++j) {
-              int const slot = first + j;
-              Scalar sum = g0 * env(i, slot, 0) + g1 * env(i, slot, 1) + g2 * env(i, slot, 2) + g3 * env(i, slot, 3);
-              if (with_v)
-                sum += a(i, m, 0) * v(i, slot, 0) + a(i, m, 1) * v(i, slot, 1) + a(i, m, 2) * v(i, slot, 2) +
-                       a(i, m, 3) * v(i, slot, 3);
-              gg(row + j, m) = sum * inv_nnei;
-            }
-            int const empty = sel_offset(tj + 1) - first - n;
-            if (constant_rows && empty > 0) {
-              int const k = EmbeddingRows<MemorySpace>::net_of(tos, ntypes, ti, tj);
-              Scalar const sum = g0 * empty_row(ti, tj, 0) + g1 * empty_row(ti, tj, 1) +
-                                 g2 * empty_row(ti, tj, 2) + g3 * empty_row(ti, tj, 3);
-              Kokkos::atomic_add(&gg(const_base(k) + ti, m), Scalar(empty) * sum * inv_nnei);
+        for (int tj = 0; tj < ntypes; ++tj) {
+          int const row = row_offset(i, tj), first = sel_offset(tj), n = count(i, tj);
+          for (int j = 0; j < n; ++j) {
+            int const slot = first + j;
+            Scalar const r0 = env(i, slot, 0) * inv_nnei, r1 = env(i, slot, 1) * inv_nnei,
+                         r2 = env(i, slot, 2) * inv_nnei, r3 = env(i, slot, 3) * inv_nnei;
+            if (with_v) {
+              Scalar const v0 = v(i, slot, 0) * inv_nnei, v1 = v(i, slot, 1) * inv_nnei,
+                           v2 = v(i, slot, 2) * inv_nnei, v3 = v(i, slot, 3) * inv_nnei;
+              Kokkos::parallel_for(Kokkos::TeamVectorRange(team, m1), [&](int const m) {
+                gg(row + j, m) = gtm(i, m, 0) * r0 + gtm(i, m, 1) * r1 + gtm(i, m, 2) * r2 + gtm(i, m, 3) * r3 +
+                                 a(i, m, 0) * v0 + a(i, m, 1) * v1 + a(i, m, 2) * v2 + a(i, m, 3) * v3;
+              });
+            } else {
+              Kokkos::parallel_for(Kokkos::TeamVectorRange(team, m1), [&](int const m) {
+                gg(row + j, m) = gtm(i, m, 0) * r0 + gtm(i, m, 1) * r1 + gtm(i, m, 2) * r2 + gtm(i, m, 3) * r3;
+              });
             }
           }
-        });
+          int const empty = sel_offset(tj + 1) - first - n;
+          if (constant_rows && empty > 0) {
+            int const k = EmbeddingRows<MemorySpace>::net_of(tos, ntypes, ti, tj);
+            Scalar const w = Scalar(empty) * inv_nnei;
+            Scalar const e0 = empty_row(ti, tj, 0) * w, e1 = empty_row(ti, tj, 1) * w, e2 = empty_row(ti, tj, 2) * w,
+                         e3 = empty_row(ti, tj, 3) * w;
+            int const crow = const_base(k) + ti;
+            Kokkos::parallel_for(Kokkos::TeamVectorRange(team, m1), [&](int const m) {
+              Kokkos::atomic_add(&gg(crow, m),
+                                 gtm(i, m, 0) * e0 + gtm(i, m, 1) * e1 + gtm(i, m, 2) * e2 + gtm(i, m, 3) * e3);
+            });
+          }
+        }
       });
 }
 
