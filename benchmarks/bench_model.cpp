@@ -79,6 +79,10 @@ void run(benchmark::State& state, Mode mode) {
     Space().fence();
   }
   state.counters["frames/s"] = benchmark::Counter(double(nframes) * state.iterations(), benchmark::Counter::kIsRate);
+  auto const flops = model.flop_count();
+  double const per_call = mode == Mode::forward ? flops.forward : (mode == Mode::forces ? flops.forces : flops.training);
+  state.counters["GFLOP"] = per_call * 1e-9;
+  state.counters["GFLOP/s"] = benchmark::Counter(per_call * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
 }
 
 void run_double(benchmark::State& state, Mode mode) { run<double>(state, mode); }

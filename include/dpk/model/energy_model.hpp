@@ -42,6 +42,13 @@ struct LossMetrics {
   bool has_virial = false;
 };
 
+/// Floating-point operations of one batch (2 per multiply-add of the network layers and the
+/// descriptor contractions; elementwise work not counted): energies only, energies + forces,
+/// and the full training gradient. See docs/performance.md for the formula.
+struct FlopCount {
+  double forward = 0, forces = 0, training = 0;
+};
+
 /// What the model predicts for a batch.
 template <class Scalar, class MemorySpace>
 struct Prediction {
@@ -251,6 +258,26 @@ class EnergyModel {
     LossMetrics metrics = loss(space, labels, prefactors);
     backward(space);
     return metrics;
+  }
+
+  /// FLOP count of the batch given to the last prepare().
+  FlopCount flop_count() const {
+    auto macs = [](std::vector<nn::LayerShape> const& shapes) {
+      double m = 0;
+      for (auto const& l : shapes) m += double(l.n_in) * l.n_out;
+      return m;
+    };
+    double const rows = in_.rows.total_rows, nloc = in_.nloc, m1 = m1_, m2 = m2_;
+    double const emb = rows * macs(layout_.embedding_shapes), fit = nloc * macs(layout_.fitting_shapes);
+    double const t = rows * m1 * 4, d = nloc * m1 * m2 * 4;  // T = G^T Rn, D = T T<^T
+    FlopCount f;
+    f.forward = 2 * (emb + fit + t + d);
+    // dE/dD, A, dE/dG, dE/ds, dE/dRn
+    f.forces = f.forward + 2 * (fit + 2 * d + t + emb + t);
+    // tangent pass (emb, fit, T', D'), reverse: dW for value and tangent and dx (3 GEMMs per
+    // layer), dT (4 products), dG (8 per feature)
+    f.training = f.forces + 2 * (emb + fit + 2 * t + 2 * d) + 2 * (3 * (emb + fit) + 4 * d + 2 * t);
+    return f;
   }
 
   /// The prediction of the last predict_prepared / loss call.
