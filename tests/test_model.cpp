@@ -5,7 +5,9 @@
 #include <dpk/io/npy.hpp>
 #include <dpk/model/energy_model.hpp>
 
+#include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <random>
 #include <string>
@@ -405,4 +407,36 @@ TEST_CASE("statistics recomputed from frames 0-9 of water data_0 equal DeePMD-ki
     CHECK(worst < 1e-10);
     MESSAGE("statistics max relative error ", worst);
   }
+}
+
+namespace {
+std::atomic<long> g_allocations{0};
+void count_allocation(Kokkos::Profiling::SpaceHandle, char const*, void const*, std::uint64_t) { ++g_allocations; }
+}  // namespace
+
+TEST_CASE("a training step allocates no Kokkos memory once workspaces are sized") {
+  SmallSystem sys(2, 14, 2, 31);
+  dpk::EnergyModel<double, Space> model(small_descriptor(2, true, true), small_fitting(true), 2);
+  model.initialize_parameters(2);
+  small_statistics(model, 2);
+  auto frames = make_frames<double>(sys.coord, sys.box, sys.types, sys.nframes);
+  auto labels = random_labels<double>(sys.nframes, sys.nframes * sys.natoms, true, 4);
+  dpk::LossPrefactors pref{1.0, 1.0, 1.0};
+  // Two warm-up steps size every workspace (a second batch of the same size but other
+  // coordinates may need a few more embedding rows).
+  SmallSystem other(2, 14, 2, 32);
+  auto frames2 = make_frames<double>(other.coord, other.box, other.types, other.nframes);
+  model.loss_and_gradient(Space(), frames, labels, pref);
+  model.loss_and_gradient(Space(), frames2, labels, pref);
+  g_allocations = 0;
+  Kokkos::Tools::Experimental::set_allocate_data_callback(count_allocation);
+  { dpk::View1<double, Mem> probe("probe", 10); }  // the counter sees allocations
+  REQUIRE(g_allocations.load() == 1);
+  g_allocations = 0;
+  for (int step = 0; step < 3; ++step) {
+    model.loss_and_gradient(Space(), step % 2 ? frames2 : frames, labels, pref);
+  }
+  Space().fence();
+  Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
+  CHECK(g_allocations.load() == 0);
 }

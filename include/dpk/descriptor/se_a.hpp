@@ -33,6 +33,7 @@ struct EmbeddingRows {
   View1<int, MemorySpace> const_base{"dpk::descriptor::EmbeddingRows::const_base", 0};     ///< (nnets)
   View1<int, MemorySpace> sel_offset{"dpk::descriptor::EmbeddingRows::sel_offset", 0};     ///< (ntypes + 1)
   View1<int, MemorySpace> scan{"dpk::descriptor::EmbeddingRows::scan", 0};                 ///< (nnets*nloc + 1)
+  Kokkos::View<int*, Kokkos::HostSpace> boundary_host, const_base_host;  ///< host staging, kept
   std::vector<int> begin, filled;  ///< host: first row and filled rows of each net
   int total_rows = 0;              ///< host: rows of all nets, constant rows included
 
@@ -79,27 +80,27 @@ void build_embedding_rows(ExecutionSpace const& space, View2<int, MemorySpace> c
         if (final) scan(p) = partial;
         partial += value;
       });
-  // Host: per-net row blocks (nnets + 1 integers).
-  std::vector<int> boundary(nnets + 1);
-  for (int k = 0; k <= nnets; ++k) {
-    auto one = Kokkos::subview(scan, std::size_t(k) * nloc);
-    Kokkos::View<int, Kokkos::HostSpace> h("dpk::descriptor::EmbeddingRows::boundary");
-    Kokkos::deep_copy(space, h, one);
-    space.fence();
-    boundary[k] = h();
+  // Host: per-net row blocks (nnets + 1 integers, one strided copy into a kept host buffer).
+  if (rows.boundary_host.extent(0) < std::size_t(nnets + 1)) {
+    rows.boundary_host = Kokkos::View<int*, Kokkos::HostSpace>("dpk::descriptor::EmbeddingRows::boundary", nnets + 1);
+    rows.const_base_host = Kokkos::View<int*, Kokkos::HostSpace>("dpk::descriptor::EmbeddingRows::const_base_host", nnets);
   }
+  for (int k = 0; k <= nnets; ++k)
+    Kokkos::deep_copy(space, Kokkos::subview(rows.boundary_host, k), Kokkos::subview(scan, std::size_t(k) * nloc));
+  space.fence();
+  auto const& boundary = rows.boundary_host;
   rows.begin.assign(nnets, 0);
   rows.filled.assign(nnets, 0);
   int next = 0;
-  auto const_base_host = Kokkos::create_mirror_view(rows.const_base);
+  auto const_base_host = Kokkos::subview(rows.const_base_host, std::make_pair(0, nnets));
   for (int k = 0; k < nnets; ++k) {
     rows.begin[k] = next;
-    rows.filled[k] = boundary[k + 1] - boundary[k];
+    rows.filled[k] = boundary(k + 1) - boundary(k);
     const_base_host(k) = next + rows.filled[k];
     next += rows.filled[k] + ntypes;
   }
   rows.total_rows = next;
-  Kokkos::deep_copy(rows.const_base, const_base_host);
+  Kokkos::deep_copy(space, Kokkos::subview(rows.const_base, std::make_pair(0, nnets)), const_base_host);
   auto row_offset = rows.row_offset;
   auto const_base = rows.const_base;
   Kokkos::parallel_for(

@@ -325,8 +325,14 @@ class EnergyModel {
     in_.env = env_.rows;
     in_.empty_row = empty_row_;
     build_embedding_rows(space, nlist_.count, types, sel_offset_, nloc, descriptor_.type_one_side, in_.rows);
-    // Fitting rows sorted by centre type (host: nloc integers).
-    auto host_types = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), types);
+    // Fitting rows sorted by centre type (host: nloc integers, staged in kept host buffers).
+    ensure_extent(types_host_, nloc);
+    ensure_extent(position_host_, nloc);
+    ensure_extent(in_.position, nloc);
+    auto host_types = Kokkos::subview(types_host_, std::make_pair(0, nloc));
+    auto host_position = Kokkos::subview(position_host_, std::make_pair(0, nloc));
+    Kokkos::deep_copy(space, host_types, Kokkos::subview(types, std::make_pair(0, nloc)));
+    space.fence();
     type_begin_.assign(ntypes_ + 1, 0);
     for (int i = 0; i < nloc; ++i) {
       int const t = host_types(i);
@@ -335,11 +341,9 @@ class EnergyModel {
       ++type_begin_[t + 1];
     }
     for (int t = 0; t < ntypes_; ++t) type_begin_[t + 1] += type_begin_[t];
-    ensure_extent(in_.position, nloc);
-    auto host_position = Kokkos::create_mirror_view(in_.position);
-    std::vector<int> cursor(type_begin_.begin(), type_begin_.end() - 1);
-    for (int i = 0; i < nloc; ++i) host_position(i) = cursor[host_types(i)]++;
-    Kokkos::deep_copy(in_.position, host_position);
+    cursor_.assign(type_begin_.begin(), type_begin_.end() - 1);
+    for (int i = 0; i < nloc; ++i) host_position(i) = cursor_[host_types(i)]++;
+    Kokkos::deep_copy(space, Kokkos::subview(in_.position, std::make_pair(0, nloc)), host_position);
 
     std::size_t const rows = in_.rows.total_rows;
     std::size_t const width = std::size_t(m1_) * m2_;
@@ -556,7 +560,8 @@ class EnergyModel {
   long dropped_ = 0;
   int nframes_ = 0, natoms_ = 0;
   SeAInputs<Scalar, memory_space> in_;
-  std::vector<int> type_begin_;
+  std::vector<int> type_begin_, cursor_;
+  Kokkos::View<int*, Kokkos::HostSpace> types_host_{"dpk::model::types_host", 0}, position_host_{"dpk::model::position_host", 0};
   Prediction<Scalar, memory_space> pred_;
   View1<Scalar, memory_space> s_{"dpk::model::s", 0}, st_{"dpk::model::s_tangent", 0}, gs_{"dpk::model::ds", 0};
   View1<Scalar, memory_space> gg_{"dpk::model::dG", 0}, ggt_{"dpk::model::dG_tangent", 0};
