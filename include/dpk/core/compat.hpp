@@ -4,10 +4,12 @@
 ///
 /// Everything else in dpk spells Kokkos through the names defined here when the spelling
 /// differs between versions: math functions (Kokkos::Experimental:: in 3.x, Kokkos:: from 4.0)
-/// and the GEMM entry point (execution-space-instance overload only in Kokkos Kernels >= 4.1).
+/// and the GEMM entry point (execution-space-instance overload only in newer Kokkos Kernels,
+/// which define KOKKOSKERNELS_VERSION; the instance-less overload exists in every version).
 
 #include <Kokkos_Core.hpp>
 #include <KokkosBlas3_gemm.hpp>
+#include <KokkosKernels_config.h>
 
 #if KOKKOS_VERSION < 40000
 #include <Kokkos_MathematicalFunctions.hpp>
@@ -54,7 +56,7 @@ template <class ExecutionSpace, class AView, class BView, class CView>
 void gemm(ExecutionSpace const& space, const char* trans_a, const char* trans_b,
           typename AView::const_value_type alpha, AView const& a, BView const& b,
           typename CView::const_value_type beta, CView const& c) {
-#if KOKKOS_VERSION >= 40100
+#if defined(KOKKOSKERNELS_VERSION) && KOKKOSKERNELS_VERSION >= 40100
   KokkosBlas::gemm(space, trans_a, trans_b, alpha, a, b, beta, c);
 #else
   // Older Kokkos Kernels have no instance overload: order work on `space` explicitly.
