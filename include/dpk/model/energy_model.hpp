@@ -309,6 +309,12 @@ class EnergyModel {
     return Matrix(v.data() + std::size_t(row0) * ncol, rows, ncol);
   }
 
+ public:
+  // The model's stages, in call order (prepare() does set_batch; predict_prepared() does
+  // forward and first_order; loss_and_gradient_prepared() adds loss and backward). They are
+  // public only because CUDA's extended lambdas may not live in private member functions;
+  // call them through the entry points above.
+
   /// Batch bookkeeping: types, embedding row layout, type-sorted fitting positions, workspaces.
   void set_batch(ExecutionSpace const& space, View1<int, memory_space> const& types, int nframes, int natoms) {
     int const nloc = nframes * natoms;
@@ -543,6 +549,7 @@ class EnergyModel {
     }
   }
 
+ private:
   DescriptorConfig descriptor_;
   FittingConfig fitting_;
   int ntypes_ = 0, nnei_ = 0, m1_ = 0, m2_ = 0;
