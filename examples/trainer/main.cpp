@@ -1,6 +1,7 @@
 // dpk-train: train a DeePMD-kit se_e2_a model from its input.json, or test a trained model.
 //
 //   dpk-train train input.json [--restart CKPT] [--init-model MODEL] [--output DIR] [--stop-at STEP]
+//                              [--timing-file FILE]
 //   dpk-train test -m MODEL -s SYSTEM [-n N] [-d DETAIL_PREFIX]
 //   mpirun -np N dpk-train train input.json      (data parallel; rank 0 writes the files)
 //
@@ -175,6 +176,9 @@ int main(int argc, char** argv) {
                       "stop after this many steps without changing the schedule (continue later with --restart)")
         ->check(CLI::NonNegativeNumber);
     train->add_option("--model-out", options.model_out, "file name of the final model (in --output)");
+    train->add_option("--timing-file", options.timing_file,
+                      "write one line per step: step, wall seconds of the update, of the lcurve/validation "
+                      "line and of the checkpoint (rank 0)");
     train->add_option("--data-stat-nbatch", options.data_stat_nbatch, "training batches for the statistics")
         ->check(CLI::PositiveNumber);
 

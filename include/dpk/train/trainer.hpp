@@ -59,6 +59,10 @@ struct TrainerOptions {
   long stop_at = -1;               ///< stop after this many updates (schedule unchanged); <0: numb_steps
   int data_stat_nbatch = 10;       ///< batches for the environment statistics
   int keep_checkpoints = 2;        ///< checkpoint files kept (newest first)
+  /// When set, rank 0 writes one line per step to this file: `step update_s display_s save_s`
+  /// (wall seconds of the update, of the lcurve/validation line and of the checkpoint; the
+  /// execution space is fenced before each reading). Empty: no timing, no extra fences.
+  std::string timing_file;
   std::ostream* log = &std::cout;  ///< progress and summary (rank 0 only); nullptr = silent
 };
 
@@ -180,7 +184,15 @@ class Trainer {
     // Line of step 0 before any update (a restart continues after its predecessor's lines).
     if (step_ == 0) display(curve_ptr(curve));
     long last_saved = step_ > 0 ? step_ : -1;
+    bool const timed = !options_.timing_file.empty();
+    std::ofstream timing;
+    if (timed && comm_.is_root()) {
+      timing.open(options_.timing_file, std::ios::trunc);
+      require(bool(timing), "--timing-file: cannot write '" + options_.timing_file + "'");
+      timing << "# step update_s display_s save_s\n";
+    }
     for (; step_ < last;) {
+      Kokkos::Timer step_timer;
       double const lr = schedule_.value(step_);
       LossPrefactors const pref = prefactors_at(step_);
       sampler_->next(host_batch_);
@@ -192,12 +204,23 @@ class Trainer {
       comm_.allreduce_sum(gradient);
       if (comm_.size() > 1) scale(gradient, Scalar(1.0 / comm_.size()));
       adam_->step(space_, model_->parameters(), gradient, lr * worker_factor_);
+      if (timed) space_.fence();
+      double const update_seconds = step_timer.seconds();
       ++step_;
       // Display before saving: a checkpoint's sampler states are those after its step's line.
       if (step_ % disp_freq == 0) display(curve_ptr(curve));
+      if (timed) space_.fence();
+      double const display_seconds = step_timer.seconds();
       if ((save_freq > 0 && step_ % save_freq == 0) || step_ == last) {
         save_checkpoint(step_);
         last_saved = step_;
+      }
+      if (timing.is_open()) {
+        double const save_seconds = step_timer.seconds();
+        char line[128];
+        std::snprintf(line, sizeof(line), "%ld %.6f %.6f %.6f\n", step_, update_seconds,
+                      display_seconds - update_seconds, save_seconds - display_seconds);
+        timing << line;
       }
       if (step_ % disp_freq == 0 || step_ == last) {
         double const now = timer.seconds();

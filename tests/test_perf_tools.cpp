@@ -1,0 +1,117 @@
+// Performance tooling: the trainer's per-step timing file (--timing-file) and the BLAS thread
+// controls of dpk/core/threads.hpp.
+#include <doctest/doctest.h>
+
+#include <dpk/core/threads.hpp>
+#include <dpk/train.hpp>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+dpk::InputConfig small_input() {
+  dpk::InputConfig c;
+  c.source = "small (test_perf_tools.cpp)";
+  c.type_map = {"O", "H"};
+  c.descriptor.sel = {46, 92};
+  c.descriptor.rcut = 6.0;
+  c.descriptor.rcut_smth = 0.5;
+  c.descriptor.neuron = {4, 8};
+  c.descriptor.axis_neuron = 2;
+  c.descriptor.seed = 1;
+  c.fitting.neuron = {8, 8};
+  c.fitting.seed = 1;
+  c.learning_rate.start_lr = 1e-3;
+  c.learning_rate.stop_lr = 1e-5;
+  c.learning_rate.decay_steps = 2;
+  c.training.numb_steps = 5;
+  c.training.seed = 10;
+  c.training.disp_freq = 5;
+  c.training.save_freq = 100;
+  c.training.training_data.batch_size = dpk::BatchSize{false, 1, {}};
+  return c;
+}
+
+dpk::System water_frames(int first, int n) {
+  dpk::System s = dpk::read_system(std::string(DPK_SOURCE_DIR) + "/examples/water/data/data_0", {"O", "H"});
+  std::size_t const na = std::size_t(s.natoms);
+  auto cut = [&](std::vector<double>& v, std::size_t per_frame) {
+    v = std::vector<double>(v.begin() + std::ptrdiff_t(first * per_frame),
+                            v.begin() + std::ptrdiff_t((first + n) * per_frame));
+  };
+  cut(s.coord, na * 3);
+  cut(s.force, na * 3);
+  cut(s.box, 9);
+  cut(s.energy, 1);
+  s.nframes = n;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("trainer --timing-file: one line per step, update/display/save seconds") {
+  using Space = dpk::DefaultExecutionSpace;
+  std::string const dir = "/tmp/dpk_test_perf_tools_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  dpk::Communicator comm;
+  dpk::TrainerOptions options;
+  options.output_dir = dir;
+  options.data_stat_nbatch = 1;
+  options.log = nullptr;
+  options.timing_file = dir + "/timing.txt";
+  options.stop_at = 4;
+  dpk::Trainer<double, Space> trainer(small_input(), {water_frames(0, 3)}, {water_frames(3, 1)}, options, comm);
+  trainer.run();
+  std::ifstream in(options.timing_file);
+  REQUIRE(in);
+  std::string line;
+  std::getline(in, line);
+  CHECK(line == "# step update_s display_s save_s");
+  std::vector<long> steps;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    long step = 0;
+    double update = -1, display = -1, save = -1;
+    fields >> step >> update >> display >> save;
+    REQUIRE(fields);
+    CHECK(update > 0);
+    CHECK(display >= 0);
+    CHECK(save >= 0);
+    if (step == 4) CHECK(save > 0);  // the final checkpoint is written after step 4
+    steps.push_back(step);
+  }
+  CHECK(steps == std::vector<long>{1, 2, 3, 4});
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("BLAS threads: set and read back through OpenBLAS when it is linked") {
+  if (!dpk::blas_threads_controllable()) {
+    CHECK(dpk::blas_threads() == -1);
+    CHECK_FALSE(dpk::set_blas_threads(1));
+    return;
+  }
+  int const before = dpk::blas_threads();
+  CHECK(before >= 1);
+  CHECK(dpk::set_blas_threads(1));
+  CHECK(dpk::blas_threads() == 1);
+  CHECK(dpk::set_blas_threads(0));  // clamped to one thread
+  CHECK(dpk::blas_threads() == 1);
+  // The user's OPENBLAS_NUM_THREADS wins over dpk's default.
+  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  std::string const kept = dpk::configure_blas_threads(2, 2);
+  CHECK(kept.find("set by the user") != std::string::npos);
+  CHECK(dpk::blas_threads() == 1);
+  ::unsetenv("OPENBLAS_NUM_THREADS");
+  ::unsetenv("GOTO_NUM_THREADS");
+  std::string const chosen = dpk::configure_blas_threads(2, 1);
+  CHECK(chosen.find("dpk default") != std::string::npos);
+  CHECK(dpk::blas_threads() == 1);
+  dpk::set_blas_threads(before);
+}
