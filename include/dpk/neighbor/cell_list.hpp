@@ -103,7 +103,8 @@ class CellList {
   /// (nloc, 3) wrapped positions in cell order (cell_position(p) = wrapped(cell_atoms(p))).
   View2<Scalar, memory_space> cell_position() const { return cell_position_; }
 
- private:
+ // Stages of build(); public only because CUDA's extended lambdas may not live in private
+ // member functions.
   /// Non-periodic frames: per-frame axis-aligned bounding box, computed on the device.
   void bounding_boxes(ExecutionSpace const& space, Frames<Scalar, memory_space> const& frames) {
     int const nframes = frames.nframes, natoms = frames.natoms;
@@ -255,6 +256,7 @@ class CellList {
         });
   }
 
+ private:
   int nframes_ = 0, natoms_ = 0, ncells_ = 0, cells_per_cutoff_ = 2;
   bool periodic_ = true;
   View2<Scalar, memory_space> real_{"dpk::neighbor::cell_geometry", 0, 0};

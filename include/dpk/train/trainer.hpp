@@ -396,10 +396,17 @@ class Trainer {
   }
 
   void scale(View1<Scalar, memory_space> const& v, Scalar factor) const {
+    scale_view(space_, v, factor);
+  }
+ public:
+  /// v *= factor on `space` (public: CUDA extended lambdas may not live in private members).
+  static void scale_view(ExecutionSpace const& space, View1<Scalar, memory_space> const& v, Scalar factor) {
     Kokkos::parallel_for(
-        "dpk::train::average_gradient", Kokkos::RangePolicy<ExecutionSpace>(space_, 0, v.extent(0)),
+        "dpk::train::average_gradient", Kokkos::RangePolicy<ExecutionSpace>(space, 0, v.extent(0)),
         KOKKOS_LAMBDA(std::size_t const i) { v(i) *= factor; });
   }
+
+ private:
 
   /// Loss prefactors at `step`.
   LossPrefactors prefactors_at(long step) const {
