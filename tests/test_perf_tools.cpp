@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -114,4 +115,71 @@ TEST_CASE("BLAS threads: set and read back through OpenBLAS when it is linked") 
   CHECK(chosen.find("dpk default") != std::string::npos);
   CHECK(dpk::blas_threads() == 1);
   dpk::set_blas_threads(before);
+}
+
+namespace {
+
+/// Sets (or with nullptr unsets) an environment variable for one scope, restoring it after.
+struct ScopedEnvironment {
+  std::string name;
+  bool had = false;
+  std::string old;
+  ScopedEnvironment(char const* n, char const* value) : name(n) {
+    if (char const* v = std::getenv(n)) {
+      had = true;
+      old = v;
+    }
+    if (value)
+      ::setenv(n, value, 1);
+    else
+      ::unsetenv(n);
+  }
+  ~ScopedEnvironment() {
+    if (had)
+      ::setenv(name.c_str(), old.c_str(), 1);
+    else
+      ::unsetenv(name.c_str());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("thread defaults: binding only when the user chose none and it is safe") {
+  ScopedEnvironment off("DPK_THREAD_DEFAULTS", nullptr), bind("OMP_PROC_BIND", nullptr), places("OMP_PLACES", nullptr),
+      ompi("OMPI_COMM_WORLD_LOCAL_SIZE", nullptr), hydra("MPI_LOCALNRANKS", nullptr),
+      mv2("MV2_COMM_WORLD_LOCAL_SIZE", nullptr), slurm("SLURM_NTASKS_PER_NODE", nullptr);
+  auto defaults = dpk::openmp_binding_defaults();
+  REQUIRE(defaults.size() == 2);
+  CHECK(defaults[0].name == "OMP_PROC_BIND");
+  CHECK(defaults[0].value == "spread");
+  CHECK(defaults[1].name == "OMP_PLACES");
+  CHECK(defaults[1].value == "threads");
+  {
+    ScopedEnvironment user("OMP_PLACES", "cores");
+    CHECK(dpk::openmp_binding_defaults().empty());
+  }
+  {
+    ScopedEnvironment disabled("DPK_THREAD_DEFAULTS", "0");
+    CHECK(dpk::openmp_binding_defaults().empty());
+  }
+  {
+    // More ranks than cores with unrestricted masks: binding would stack ranks on the same cores.
+    std::string const many = std::to_string(std::thread::hardware_concurrency() + 1);
+    ScopedEnvironment ranks("OMPI_COMM_WORLD_LOCAL_SIZE", many.c_str());
+    CHECK(dpk::local_ranks_from_environment() == int(std::thread::hardware_concurrency()) + 1);
+    CHECK(dpk::openmp_binding_defaults().empty());
+  }
+  {
+    ScopedEnvironment recorded("DPK_AFFINITY_CPUS", "3");
+    CHECK(dpk::launcher_affinity_cpus() == 3);
+  }
+  {
+    ScopedEnvironment recorded("DPK_AFFINITY_CPUS", nullptr), user("OMP_PROC_BIND", "close");
+    CHECK(dpk::launcher_affinity_cpus() == 0);  // bound at load time: unknown
+  }
+  CHECK(dpk::affinity_cpus() >= 1);
+  // Nothing to apply: returns without re-executing.
+  ScopedEnvironment user("OMP_PROC_BIND", "false");
+  dpk::reexec_with_environment_defaults(nullptr, {{"OMP_PROC_BIND", "spread"}});
+  CHECK(std::string(std::getenv("OMP_PROC_BIND")) == "false");
 }

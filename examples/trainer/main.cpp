@@ -6,6 +6,11 @@
 //   mpirun -np N dpk-train train input.json      (data parallel; rank 0 writes the files)
 //
 // Kokkos options (--kokkos-num-threads=N, ...) and OMP_NUM_THREADS set the threads per rank.
+// Thread defaults (docs/tuning.md): OMP_PROC_BIND=spread OMP_PLACES=threads when the user set
+// neither and binding is safe (applied by re-executing before OpenMP starts), OpenBLAS threads
+// per call as dpk_default_blas_threads below unless OPENBLAS_NUM_THREADS is set; both are
+// printed at start. DPK_THREAD_DEFAULTS=0 turns the binding default off.
+#include <dpk/core/threads.hpp>
 #include <dpk/train.hpp>
 
 #include <CLI/CLI.hpp>
@@ -31,8 +36,27 @@ int local_ranks(dpk::Communicator const& comm) {
   return comm.size();
 }
 
+/// OpenBLAS threads per call when the user did not choose: see docs/tuning.md for the
+/// measurements (BLAS threads on top of busy Kokkos threads oversubscribe the cores).
+int dpk_default_blas_threads(int kokkos_threads) {
+  (void)kokkos_threads;
+  return 1;
+}
+
+/// Applies the BLAS default and returns the line describing the thread setup.
+std::string configure_threads() {
+  int const threads = Space().concurrency();
+  std::string line = dpk::configure_blas_threads(threads, dpk_default_blas_threads(threads));
+  std::string const applied = dpk::applied_environment_defaults();
+  auto shown = [](char const* name) {
+    char const* v = std::getenv(name);
+    return std::string(name) + "=" + (v ? v : "(unset)");
+  };
+  return "threads: " + shown("OMP_PROC_BIND") + " " + shown("OMP_PLACES") +
+         (applied.empty() ? std::string() : " (dpk default; DPK_THREAD_DEFAULTS=0 turns it off)") + "; " + line;
+}
+
 void check_oversubscription(dpk::Communicator const& comm) {
-  if (!comm.is_root()) return;
   unsigned const cores = std::thread::hardware_concurrency();
   int const threads = Space().concurrency();
   int const ranks = local_ranks(comm);
@@ -41,11 +65,23 @@ void check_oversubscription(dpk::Communicator const& comm) {
   (void)ranks;
   (void)cores;
 #else
+  int const mask = dpk::launcher_affinity_cpus();
+  if (mask > 0 && threads > mask && long(ranks) * threads <= long(cores))
+    // Any rank can hit this (its own binding); report it from every rank that does.
+    std::cerr << "dpk-train: warning: rank " << comm.rank() << " has " << threads << " thread(s) but may run on "
+              << mask << " CPU(s) only (the launcher's binding); use mpirun --map-by slot:PE=" << threads
+              << " (or --bind-to none) so that each rank gets " << threads << " cores\n";
+  if (!comm.is_root()) return;
   if (cores > 0 && long(ranks) * threads > long(cores))
     std::cerr << "dpk-train: warning: " << ranks << " rank(s) x " << threads << " thread(s) = " << ranks * threads
               << " exceeds the " << cores << " cores of this node; set OMP_NUM_THREADS=" << std::max(1u, cores / ranks)
               << " (and OMP_PROC_BIND=spread OMP_PLACES=threads, mpirun --bind-to none or --map-by "
                  "slot:PE=<threads>) for one thread per core\n";
+  int const blas = dpk::blas_threads();
+  if (blas > 1 && threads > 1)
+    std::cerr << "dpk-train: warning: " << blas << " OpenBLAS thread(s) per call on top of " << threads
+              << " Kokkos thread(s) per rank oversubscribe the cores (docs/tuning.md); unset OPENBLAS_NUM_THREADS "
+                 "for dpk's default\n";
 #endif
 }
 
@@ -148,6 +184,10 @@ int test_as(dpk::ModelFileData const& file, std::string const& model_path, std::
 }  // namespace
 
 int main(int argc, char** argv) {
+#if defined(KOKKOS_ENABLE_OPENMP)
+  // Before MPI and before the OpenMP runtime has threads: binding defaults need a re-exec.
+  dpk::reexec_with_environment_defaults(argv, dpk::openmp_binding_defaults());
+#endif
   dpk::MpiSession mpi(&argc, &argv);
   int status = 0;
   // Kokkos::initialize prints Kokkos' help for --help (and leaves the argument in place): hide
@@ -201,12 +241,15 @@ int main(int argc, char** argv) {
         dpk::InputConfig const config = dpk::read_input(input);
         dpk::require(options.restart.empty() || options.init_model.empty(),
                 "--restart and --init-model cannot be used together");
+        std::string const threads = configure_threads();
+        if (comm.is_root()) std::cout << "dpk-train: " << threads << std::endl;
         check_oversubscription(comm);
         if (config.precision() == "float32")
           train_as<float>(config, options, comm);
         else
           train_as<double>(config, options, comm);
       } else if (*test) {
+        configure_threads();
         dpk::ModelFileData const file = dpk::read_model_file(model_path);
         status = file.precision == "float32" ? test_as<float>(file, model_path, system_path, max_frames, detail)
                                              : test_as<double>(file, model_path, system_path, max_frames, detail);
