@@ -2,7 +2,11 @@
 # dpk dependency bootstrap for Debian 12.
 #
 #   scripts/bootstrap.sh            Debian packages + Kokkos/Kokkos Kernels (Serial+OpenMP)
-#   scripts/bootstrap.sh --cuda     additionally CUDA 11.8 + g++-11 + Kokkos (CUDA+OpenMP)
+#   scripts/bootstrap.sh --cuda     additionally CUDA 11.8 + g++-11 + Kokkos (CUDA+OpenMP, sm_80,
+#                                   Kokkos Kernels with cuBLAS) in $DPK_DEPS_PREFIX/kokkos-cuda
+#   scripts/bootstrap.sh --gpu-bundle  additionally a Kokkos (CUDA+Serial, sm_80, static CUDA
+#                                   runtime, native Kokkos Kernels GEMM: no cuBLAS/BLAS) for
+#                                   scripts/gpu_bundle.sh, in $DPK_DEPS_PREFIX/kokkos-cuda-bundle
 #
 # Kokkos is built from Debian's `trilinos` source package (Kokkos 3.4.01) only when no usable
 # Kokkos is found (Kokkos_ROOT / CMAKE_PREFIX_PATH / the cache prefix). Installs are cached in
@@ -12,14 +16,17 @@ set -euo pipefail
 PREFIX_ROOT="${DPK_DEPS_PREFIX:-/opt/dpk-deps}"
 KOKKOS_PREFIX="$PREFIX_ROOT/kokkos-openmp"
 KOKKOS_CUDA_PREFIX="$PREFIX_ROOT/kokkos-cuda"
+KOKKOS_BUNDLE_PREFIX="$PREFIX_ROOT/kokkos-cuda-bundle"
 SRC_CACHE="$PREFIX_ROOT/src"
 JOBS="${DPK_BUILD_JOBS:-$(nproc)}"
 WANT_CUDA=0
+WANT_BUNDLE=0
 for arg in "$@"; do
   case "$arg" in
     --cuda) WANT_CUDA=1 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
-    *) echo "bootstrap: unknown option '$arg' (expected --cuda or --help)" >&2; exit 2 ;;
+    --gpu-bundle) WANT_CUDA=1; WANT_BUNDLE=1 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "bootstrap: unknown option '$arg' (expected --cuda, --gpu-bundle or --help)" >&2; exit 2 ;;
   esac
 done
 
@@ -161,6 +168,9 @@ fi
 #    links its headers into /usr/local/include, which g++ searches *before* /usr/include, so
 #    CUDA 11.8's nvcc would otherwise preprocess CUDA 13's cuda_fp16.h (Kokkos_Cuda_Half.hpp
 #    then fails). $CUDA_TOOLCHAIN/bin/nvcc calls Debian's nvcc with -isystem on that folder.
+#    Likewise $CUDA_TOOLCHAIN/lib64 mirrors Debian's CUDA libraries, so that CMake's
+#    FindCUDAToolkit (rooted at $CUDA_TOOLCHAIN via PATH) does not pick /usr/local/lib/libcudart.so
+#    of the newer CUDA.
 #  * nvcc_wrapper (Kokkos' compiler wrapper) defaults to `nvcc` from PATH, host compiler `g++`
 #    and -arch=sm_35. The copy installed in the Kokkos prefix defaults instead to the nvcc
 #    above, g++-11 and sm_80, so `cmake --build` works without any environment set
@@ -174,7 +184,7 @@ setup_cuda_toolchain() {
   case "$version" in 11.*) ;; *) die "Debian nvcc reports CUDA '$version'; Kokkos 3.4 needs CUDA 11 (nvidia-cuda-toolkit from bookworm non-free)" ;; esac
   command -v g++-11 >/dev/null || die "g++-11 missing (CUDA 11.8 supports g++ <= 11)"
   local stamp="$CUDA_TOOLCHAIN/.stamp" want
-  want="nvcc $version; $(dpkg-query -W -f='${Version}' nvidia-cuda-dev libcub-dev libthrust-dev 2>/dev/null | tr '\n' ' '); layout 1"
+  want="nvcc $version; $(dpkg-query -W -f='${Version}' nvidia-cuda-dev libcub-dev libthrust-dev 2>/dev/null | tr '\n' ' '); layout 2"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return; fi
   say "preparing CUDA $version toolchain shim in $CUDA_TOOLCHAIN"
   $SUDO rm -rf "$CUDA_TOOLCHAIN" && $SUDO mkdir -p "$CUDA_TOOLCHAIN/include" "$CUDA_TOOLCHAIN/bin"
@@ -182,6 +192,13 @@ setup_cuda_toolchain() {
   for name in $(dpkg -L nvidia-cuda-dev libcub-dev libthrust-dev 2>/dev/null | sed -n 's|^/usr/include/\([^/]*\).*|\1|p' | sort -u); do
     [ -e "/usr/include/$name" ] && $SUDO ln -s "/usr/include/$name" "$CUDA_TOOLCHAIN/include/$name"
   done
+  $SUDO mkdir -p "$CUDA_TOOLCHAIN/lib64"
+  for name in $(dpkg -L nvidia-cuda-dev | sed -n 's|^/usr/lib/x86_64-linux-gnu/\([^/]*\)$|\1|p'); do
+    [ -e "/usr/lib/x86_64-linux-gnu/$name" ] && $SUDO ln -s "/usr/lib/x86_64-linux-gnu/$name" "$CUDA_TOOLCHAIN/lib64/$name"
+  done
+  [ -e /usr/lib/x86_64-linux-gnu/stubs/libcuda.so ] && $SUDO ln -sf /usr/lib/x86_64-linux-gnu/stubs/libcuda.so "$CUDA_TOOLCHAIN/lib64/libcuda.so"
+  [ -e "$CUDA_TOOLCHAIN/lib64/libcudart.so" ] && [ -e "$CUDA_TOOLCHAIN/lib64/libcudart_static.a" ] \
+    || die "Debian's libcudart.so / libcudart_static.a not found (package nvidia-cuda-dev)"
   printf '#!/bin/sh\n# CUDA %s nvcc (Debian), its own headers ahead of any other CUDA in /usr/local/include.\nexec %s -isystem %s "$@"\n' \
     "$version" "$DEBIAN_NVCC" "$CUDA_TOOLCHAIN/include" | $SUDO tee "$CUDA_TOOLCHAIN/bin/nvcc" >/dev/null
   $SUDO chmod 755 "$CUDA_TOOLCHAIN/bin/nvcc"
@@ -202,7 +219,7 @@ if [ "$WANT_CUDA" = 1 ]; then
   setup_cuda_toolchain
   # Debian's CUDA first on PATH: CMake's FindCUDAToolkit (used by Kokkos) must see CUDA 11.8.
   export PATH="$CUDA_TOOLCHAIN/bin:/usr/bin:$PATH"
-  if have_kokkos_in "$KOKKOS_CUDA_PREFIX" >/dev/null && [ -x "$KOKKOS_CUDA_PREFIX/bin/nvcc_wrapper" ] \
+  if have_kokkos_in "$KOKKOS_CUDA_PREFIX" >/dev/null && cmp -s "$CUDA_TOOLCHAIN/.stamp" "$KOKKOS_CUDA_PREFIX/.dpk-toolchain" \
      && cmp -s "$CUDA_TOOLCHAIN/bin/nvcc_wrapper" "$KOKKOS_CUDA_PREFIX/bin/nvcc_wrapper"; then
     say "Kokkos (CUDA) cached in $KOKKOS_CUDA_PREFIX"
   else
@@ -211,6 +228,24 @@ if [ "$WANT_CUDA" = 1 ]; then
       -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON -DKokkos_ARCH_AMPERE80=ON
     KK_EXTRA=()
     $SUDO cp "$CUDA_TOOLCHAIN/bin/nvcc_wrapper" "$KOKKOS_CUDA_PREFIX/bin/nvcc_wrapper"
+    $SUDO cp "$CUDA_TOOLCHAIN/.stamp" "$KOKKOS_CUDA_PREFIX/.dpk-toolchain"
+  fi
+  if [ "$WANT_BUNDLE" = 1 ]; then
+    if have_kokkos_in "$KOKKOS_BUNDLE_PREFIX" >/dev/null && cmp -s "$CUDA_TOOLCHAIN/.stamp" "$KOKKOS_BUNDLE_PREFIX/.dpk-toolchain" \
+       && cmp -s "$CUDA_TOOLCHAIN/bin/nvcc_wrapper" "$KOKKOS_BUNDLE_PREFIX/bin/nvcc_wrapper"; then
+      say "Kokkos (CUDA bundle) cached in $KOKKOS_BUNDLE_PREFIX"
+    else
+      # Shippable: no OpenMP (no libgomp), static libcudart, Kokkos Kernels' own GEMM kernels
+      # (CUDA 11's cuBLAS is hundreds of MB), no host BLAS.
+      KK_EXTRA=(-DKokkosKernels_ENABLE_TPL_BLAS=OFF -DKokkosKernels_ENABLE_TPL_CUBLAS=OFF
+                -DKokkosKernels_ENABLE_TPL_CUSPARSE=OFF)
+      build_kokkos "$KOKKOS_BUNDLE_PREFIX" cuda-bundle -DCMAKE_CXX_COMPILER="$CUDA_TOOLCHAIN/bin/nvcc_wrapper" \
+        -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON -DKokkos_ARCH_AMPERE80=ON -DKokkos_ENABLE_OPENMP=OFF \
+        -DCUDA_cudart_LIBRARY="$CUDA_TOOLCHAIN/lib64/libcudart_static.a"
+      KK_EXTRA=()
+      $SUDO cp "$CUDA_TOOLCHAIN/bin/nvcc_wrapper" "$KOKKOS_BUNDLE_PREFIX/bin/nvcc_wrapper"
+      $SUDO cp "$CUDA_TOOLCHAIN/.stamp" "$KOKKOS_BUNDLE_PREFIX/.dpk-toolchain"
+    fi
   fi
   say "CUDA: configure with: cmake --preset cuda   (compiler $KOKKOS_CUDA_PREFIX/bin/nvcc_wrapper)"
 fi
