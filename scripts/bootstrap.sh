@@ -184,7 +184,7 @@ setup_cuda_toolchain() {
   case "$version" in 11.*) ;; *) die "Debian nvcc reports CUDA '$version'; Kokkos 3.4 needs CUDA 11 (nvidia-cuda-toolkit from bookworm non-free)" ;; esac
   command -v g++-11 >/dev/null || die "g++-11 missing (CUDA 11.8 supports g++ <= 11)"
   local stamp="$CUDA_TOOLCHAIN/.stamp" want
-  want="nvcc $version; $(dpkg-query -W -f='${Version}' nvidia-cuda-dev libcub-dev libthrust-dev 2>/dev/null | tr '\n' ' '); layout 2"
+  want="nvcc $version; $(dpkg-query -W -f='${Version}' nvidia-cuda-dev libcub-dev libthrust-dev 2>/dev/null | tr '\n' ' '); layout 3"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return; fi
   say "preparing CUDA $version toolchain shim in $CUDA_TOOLCHAIN"
   $SUDO rm -rf "$CUDA_TOOLCHAIN" && $SUDO mkdir -p "$CUDA_TOOLCHAIN/include" "$CUDA_TOOLCHAIN/bin"
@@ -199,8 +199,11 @@ setup_cuda_toolchain() {
   [ -e /usr/lib/x86_64-linux-gnu/stubs/libcuda.so ] && $SUDO ln -sf /usr/lib/x86_64-linux-gnu/stubs/libcuda.so "$CUDA_TOOLCHAIN/lib64/libcuda.so"
   [ -e "$CUDA_TOOLCHAIN/lib64/libcudart.so" ] && [ -e "$CUDA_TOOLCHAIN/lib64/libcudart_static.a" ] \
     || die "Debian's libcudart.so / libcudart_static.a not found (package nvidia-cuda-dev)"
-  printf '#!/bin/sh\n# CUDA %s nvcc (Debian), its own headers ahead of any other CUDA in /usr/local/include.\nexec %s -isystem %s "$@"\n' \
-    "$version" "$DEBIAN_NVCC" "$CUDA_TOOLCHAIN/include" | $SUDO tee "$CUDA_TOOLCHAIN/bin/nvcc" >/dev/null
+  # The machine image puts CUDA 13's cudafe++/ptxas/fatbinary/nvlink (/usr/local/cuda/bin,
+  # /usr/local/bin) ahead of Debian's (/usr/bin) on PATH; nvcc 11.8 driving CUDA 13's cudafe++
+  # writes host stubs that do not compile (__nv_hdl_wrapper_t mismatch on every KOKKOS_LAMBDA).
+  printf '#!/bin/sh\n# CUDA %s nvcc (Debian), its own headers ahead of any other CUDA in /usr/local/include,\n# its own tools (/usr/bin: cudafe++, ptxas, fatbinary, nvlink) ahead of any other CUDA on PATH.\nPATH=%s:/usr/bin:$PATH\nexport PATH\nexec %s -isystem %s "$@"\n' \
+    "$version" "$(dirname "$DEBIAN_NVCC")" "$DEBIAN_NVCC" "$CUDA_TOOLCHAIN/include" | $SUDO tee "$CUDA_TOOLCHAIN/bin/nvcc" >/dev/null
   $SUDO chmod 755 "$CUDA_TOOLCHAIN/bin/nvcc"
   # Kokkos' nvcc_wrapper with dpk's defaults (see above).
   sed -e 's|^default_arch="sm_35"|default_arch="${NVCC_WRAPPER_DEFAULT_ARCH:-sm_80}"|' \
