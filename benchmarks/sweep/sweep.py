@@ -181,6 +181,11 @@ def run_cell(args, base, folder, precision, tos, ranks, threads, batch):
             pass
     if peaks:
         row.update(peak_rss_mb_per_rank=round(max(peaks), 1), peak_rss_mb_total=round(sum(peaks), 1))
+    with open(os.path.join(out, "log.txt")) as f:
+        for line in f:
+            if "GFLOP/step per rank" in line:
+                gflop = float(line.split(" GFLOP/step per rank")[0].split()[-1])
+                row.update(gflop_per_step=round(gflop * ranks, 3), gflops=round(gflop * ranks / (ms * 1e-3), 1))
     curve = last_lcurve(os.path.join(out, "lcurve.out"))
     for key in ("rmse_e_val", "rmse_f_val", "rmse_e_trn", "rmse_f_trn"):
         if key in curve:
@@ -189,7 +194,7 @@ def run_cell(args, base, folder, precision, tos, ranks, threads, batch):
 
 
 FIELDS = ["precision", "type_one_side", "ranks", "threads", "cores", "frames_per_step", "ms_per_step",
-          "ms_per_step_min", "steps_per_s", "frames_per_s", "validation_ms", "peak_rss_mb_per_rank",
+          "ms_per_step_min", "steps_per_s", "frames_per_s", "gflop_per_step", "gflops", "validation_ms", "peak_rss_mb_per_rank",
           "peak_rss_mb_total", "rmse_e_val", "rmse_f_val", "rmse_e_trn", "rmse_f_trn", "wall_s", "load_before",
           "status"]
 
@@ -272,7 +277,7 @@ def main():
         rows.append(row)
         print(f"  {precision} tos={str(tos).lower():5} {ranks}x{threads}: "
               f"{row.get('ms_per_step', float('nan')):8.2f} ms/step  {row.get('frames_per_s', float('nan')):6.2f} "
-              f"frames/s  rss {row.get('peak_rss_mb_per_rank', float('nan')):6.1f} MB/rank  "
+              f"frames/s  {row.get('gflops', float('nan')):5.1f} GFLOP/s  rss {row.get('peak_rss_mb_per_rank', float('nan')):6.1f} MB/rank  "
               f"val {row.get('validation_ms', float('nan')):6.1f} ms  rmse_e {row.get('rmse_e_val', float('nan')):.3g} "
               f"rmse_f {row.get('rmse_f_val', float('nan')):.3g}  load {row['load_before']:.2f}  {row['status']}",
               flush=True)

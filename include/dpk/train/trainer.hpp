@@ -240,9 +240,13 @@ class Trainer {
     summary.wall_seconds = wall.seconds();
     if (log()) {
       long const steps = summary.last_step - summary.first_step;
+      double const step_seconds = steps > 0 ? summary.train_seconds / steps : 0.0;
+      double const gflop = model_->flop_count().training * 1e-9;  // of the last batch (docs/performance.md)
       *log() << "dpk-train: finished " << steps << " steps (" << summary.first_step << " -> " << summary.last_step
-             << ") in " << format_seconds(summary.wall_seconds) << " wall, "
-             << (steps > 0 ? summary.train_seconds / steps * 1e3 : 0.0) << " ms/step\n"
+             << ") in " << format_seconds(summary.wall_seconds) << " wall, " << step_seconds * 1e3 << " ms/step, "
+             << gflop << " GFLOP/step per rank (model count, last batch)"
+             << (step_seconds > 0 ? ", " + std::to_string(gflop / step_seconds) + " GFLOP/s per rank" : std::string())
+             << "\n"
              << "dpk-train: neighbours dropped beyond sel: " << summary.neighbors_dropped
              << (summary.neighbors_dropped > 0 ? " (increase descriptor.sel)" : "") << "\n"
              << "dpk-train: model written to " << summary.model_path << ", checkpoint " << summary.checkpoint_path
