@@ -127,11 +127,13 @@ struct SeAInputs {
   EmbeddingRows<MemorySpace> rows;
 };
 
-/// Embedding input s = Rn[.,0] of every filled slot, and s0 on the constant rows.
+/// Gathers column 0 of `source` (nloc, nnei, 4) into the embedding rows `s` (one value per
+/// filled slot). The constant rows get the empty-slot row's column 0 (`constants_from_empty_row`,
+/// for the values s = Rn[., 0]) or 0 (for tangents s' = v[., 0], which vanish on empty slots).
 template <class ExecutionSpace, class Scalar, class MemorySpace>
-void gather_embedding_input(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
-                            MatrixView<Scalar, MemorySpace> s) {
-  auto env = in.env;
+void gather_embedding_column(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
+                             View3<Scalar, MemorySpace> const& source, bool constants_from_empty_row,
+                             MatrixView<Scalar, MemorySpace> s) {
   auto count = in.count;
   auto row_offset = in.rows.row_offset;
   auto sel_offset = in.rows.sel_offset;
@@ -140,40 +142,19 @@ void gather_embedding_input(ExecutionSpace const& space, SeAInputs<Scalar, Memor
   int const ntypes = in.ntypes, nloc = in.nloc, nnets = in.rows.nnets;
   bool const tos = in.type_one_side;
   Kokkos::parallel_for(
-      "dpk::descriptor::SeA::gather_input", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc * ntypes),
+      "dpk::descriptor::SeA::gather_embedding_input", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc * ntypes),
       KOKKOS_LAMBDA(int const p) {
         int const i = p / ntypes, t = p % ntypes;
         int const row = row_offset(i, t), first = sel_offset(t);
-        for (int j = 0; j < count(i, t); ++j) s(row + j, 0) = env(i, first + j, 0);
+        for (int j = 0; j < count(i, t); ++j) s(row + j, 0) = source(i, first + j, 0);
       });
   Kokkos::parallel_for(
-      "dpk::descriptor::SeA::gather_constant", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nnets * ntypes),
-      KOKKOS_LAMBDA(int const p) {
+      "dpk::descriptor::SeA::gather_embedding_constant",
+      Kokkos::RangePolicy<ExecutionSpace>(space, 0, nnets * ntypes), KOKKOS_LAMBDA(int const p) {
         int const k = p / ntypes, ti = p % ntypes;
         int const tj = tos ? k : k / ntypes;
-        s(const_base(k) + ti, 0) = empty_row(ti, tj, 0);
+        s(const_base(k) + ti, 0) = constants_from_empty_row ? empty_row(ti, tj, 0) : Scalar(0);
       });
-}
-
-/// Tangent of the embedding input: s' = v[., 0] on filled slots, 0 on the constant rows.
-template <class ExecutionSpace, class Scalar, class MemorySpace>
-void gather_embedding_tangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
-                              View3<Scalar, MemorySpace> const& v, MatrixView<Scalar, MemorySpace> st) {
-  auto count = in.count;
-  auto row_offset = in.rows.row_offset;
-  auto sel_offset = in.rows.sel_offset;
-  auto const_base = in.rows.const_base;
-  int const ntypes = in.ntypes, nloc = in.nloc, nnets = in.rows.nnets;
-  Kokkos::parallel_for(
-      "dpk::descriptor::SeA::gather_tangent", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc * ntypes),
-      KOKKOS_LAMBDA(int const p) {
-        int const i = p / ntypes, t = p % ntypes;
-        int const row = row_offset(i, t), first = sel_offset(t);
-        for (int j = 0; j < count(i, t); ++j) st(row + j, 0) = v(i, first + j, 0);
-      });
-  Kokkos::parallel_for(
-      "dpk::descriptor::SeA::gather_tangent_constant", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nnets * ntypes),
-      KOKKOS_LAMBDA(int const p) { st(const_base(p / ntypes) + p % ntypes, 0) = Scalar(0); });
 }
 
 /// T_i = (1/nnei) sum_j G_j^T Rn_j (M1 x 4, empty slots via the constant rows) and

@@ -382,7 +382,7 @@ class EnergyModel {
   void forward(ExecutionSpace const& space, Prediction<Scalar, memory_space>& out) {
     int const nloc = in_.nloc, width = m1_ * m2_;
     Matrix s(s_.data(), in_.rows.total_rows, 1);
-    gather_embedding_input(space, in_, s);
+    gather_embedding_column(space, in_, env_.rows, true, s);
     Scalar* params = params_.data();
     for (int k = 0; k < in_.rows.nnets; ++k) {
       int const r0 = in_.rows.begin[k], r1 = r0 + in_.rows.filled[k] + ntypes_;
@@ -510,7 +510,7 @@ class EnergyModel {
     Kokkos::deep_copy(space, grad_, Scalar(0));
     force_virial_adjoint(space, cf_, cw_, env_, nlist_, natoms_, v_);
     // Tangent pass.
-    gather_embedding_tangent(space, in_, v_, Matrix(st_.data(), rows, 1));
+    gather_embedding_column(space, in_, v_, false, Matrix(st_.data(), rows, 1));
     for (int k = 0; k < in_.rows.nnets; ++k) {
       int const r0 = in_.rows.begin[k], r1 = r0 + in_.rows.filled[k] + ntypes_;
       embedding_.tangent(space, params, k, window(st_, r0, r1 - r0, 1), r0, r1);
