@@ -17,9 +17,10 @@ namespace dpk {
 /// Real table columns: box rows (0..8), inverse box (9..17), origin (18..20), distances between
 /// opposite faces (21..23). Integer table columns: cells per direction (0..2), scan reach per
 /// direction (3..5), first global cell id of the frame (6), 1 if the cell vectors are orthogonal (7).
+/// (Enumerators, not static constexpr members: those are not usable in CUDA device code.)
 struct CellGridColumns {
-  static constexpr int box = 0, inverse = 9, origin = 18, face = 21, nreal = 24;
-  static constexpr int ncell = 0, reach = 3, cell_offset = 6, orthogonal = 7, nint = 8;
+  enum Real : int { box = 0, inverse = 9, origin = 18, face = 21, nreal = 24 };
+  enum Integer : int { ncell = 0, reach = 3, cell_offset = 6, orthogonal = 7, nint = 8 };
 };
 
 /// Cell list of a batch of frames (all frames share natoms).
