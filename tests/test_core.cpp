@@ -4,6 +4,8 @@
 #include <dpk/core/compat.hpp>
 #include <dpk/core/types.hpp>
 
+#include <string>
+
 TEST_CASE_TEMPLATE("compat gemm equals a plain triple loop", Scalar, double, float) {
   using Space = dpk::DefaultExecutionSpace;
   using Mem = dpk::memory_space_t<Space>;
@@ -35,4 +37,18 @@ TEST_CASE("ensure_extent grows and never shrinks") {
   double* before = v.data();
   dpk::ensure_extent(v, 1, 1);
   CHECK(v.data() == before);
+}
+
+TEST_CASE("Kokkos thread option is spelled for the Kokkos in use") {
+  char a0[] = "prog", a1[] = "--kokkos-num-threads=3", a2[] = "--kokkos-threads=2", a3[] = "--other=1";
+  char* argv[] = {a0, a1, a2, a3};
+  dpk::translate_kokkos_arguments(4, argv);
+#if KOKKOS_VERSION < 40000
+  CHECK(std::string(argv[1]) == "--kokkos-threads=3");
+  CHECK(std::string(argv[2]) == "--kokkos-threads=2");
+#else
+  CHECK(std::string(argv[1]) == "--kokkos-num-threads=3");
+  CHECK(std::string(argv[2]) == "--kokkos-num-threads=2");
+#endif
+  CHECK(std::string(argv[3]) == "--other=1");
 }

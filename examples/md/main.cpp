@@ -203,6 +203,7 @@ int main(int argc, char** argv) {
   static char help[] = "--help";
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--help") == 0) argv[i] = placeholder;
+  dpk::translate_kokkos_arguments(argc, argv);
   Kokkos::ScopeGuard kokkos(argc, argv);
   for (int i = 1; i < argc; ++i)
     if (argv[i] == placeholder) argv[i] = help;

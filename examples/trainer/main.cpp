@@ -197,6 +197,7 @@ int main(int argc, char** argv) {
   static char help_flag[] = "--help";
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--help") == 0) argv[i] = help_placeholder;
+  dpk::translate_kokkos_arguments(argc, argv);  // --kokkos-num-threads works with Kokkos 3.4 too
   {
     Kokkos::ScopeGuard kokkos(argc, argv);  // consumes --kokkos-* options
     for (int i = 1; i < argc; ++i)

@@ -15,6 +15,10 @@
 #include <Kokkos_MathematicalFunctions.hpp>
 #endif
 
+#include <cstring>
+#include <deque>
+#include <string>
+
 namespace dpk {
 /// Device-callable math functions, one spelling for every supported Kokkos version.
 namespace math {
@@ -47,6 +51,26 @@ KOKKOS_INLINE_FUNCTION constexpr T min(T a, T b) { return b < a ? b : a; }
 template <class T>
 KOKKOS_INLINE_FUNCTION constexpr T max(T a, T b) { return a < b ? b : a; }
 }  // namespace math
+
+/// Rewrites, in place, the thread-count option of Kokkos' command line to the spelling of the
+/// Kokkos in use (`--kokkos-threads=N` in 3.x, `--kokkos-num-threads=N` from 4.0), so that either
+/// spelling works with every version. Call before Kokkos::initialize(argc, argv).
+inline void translate_kokkos_arguments(int argc, char** argv) {
+#if KOKKOS_VERSION < 40000
+  char const* from = "--kokkos-num-threads";
+  char const* to = "--kokkos-threads";
+#else
+  char const* from = "--kokkos-threads";
+  char const* to = "--kokkos-num-threads";
+#endif
+  static std::deque<std::string> storage;  // argv entries must outlive Kokkos' parsing
+  std::size_t const n = std::strlen(from);
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], from, n) == 0 && (argv[i][n] == '=' || argv[i][n] == '\0')) {
+      storage.push_back(std::string(to) + (argv[i] + n));
+      argv[i] = &storage.back()[0];
+    }
+}
 
 /// Dense matrix products through Kokkos Kernels (host BLAS / cuBLAS TPLs where enabled).
 namespace blas {
