@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <dpk/train.hpp>
+#include "train_test_helpers.hpp"
 
 #include <filesystem>
 #include <string>
@@ -11,20 +12,7 @@
 
 namespace {
 
-dpk::System water_frames(int first, int n) {
-  dpk::System s = dpk::read_system(std::string(DPK_SOURCE_DIR) + "/examples/water/data/data_0", {"O", "H"});
-  auto cut = [&](std::vector<double>& v, std::size_t per_frame) {
-    v = std::vector<double>(v.begin() + std::ptrdiff_t(first * per_frame),
-                            v.begin() + std::ptrdiff_t((first + n) * per_frame));
-  };
-  std::size_t const na = std::size_t(s.natoms);
-  cut(s.coord, na * 3);
-  cut(s.force, na * 3);
-  cut(s.box, 9);
-  cut(s.energy, 1);
-  s.nframes = n;
-  return s;
-}
+using dpk_test::water_frames;
 
 dpk::InputConfig tiny_input(int batch) {
   dpk::InputConfig c;

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <dpk/parallel/communicator.hpp>
+#include "train_test_helpers.hpp"
 #include <dpk/train/adam.hpp>
 #include <dpk/train/energy_bias.hpp>
 #include <dpk/train/lcurve.hpp>
@@ -404,21 +405,7 @@ dpk::InputConfig tiny_input(long numb_steps) {
   return c;
 }
 
-/// Frames [first, first + n) of water data_0.
-dpk::System water_frames(int first, int n) {
-  dpk::System s = dpk::read_system(std::string(DPK_SOURCE_DIR) + "/examples/water/data/data_0", {"O", "H"});
-  auto cut = [&](std::vector<double>& v, std::size_t per_frame) {
-    v = std::vector<double>(v.begin() + std::ptrdiff_t(first * per_frame),
-                            v.begin() + std::ptrdiff_t((first + n) * per_frame));
-  };
-  std::size_t const na = std::size_t(s.natoms);
-  cut(s.coord, na * 3);
-  cut(s.force, na * 3);
-  cut(s.box, 9);
-  cut(s.energy, 1);
-  s.nframes = n;
-  return s;
-}
+using dpk_test::water_frames;
 
 std::string fresh_dir(std::string const& name) {
   std::string const dir = temp_path(name);

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <dpk/train.hpp>
+#include "train_test_helpers.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -58,21 +59,7 @@ class ResidentMemoryAtSteps : public std::streambuf {
   std::string line_;
 };
 
-/// Frames [first, first + n) of water data_0.
-dpk::System water_frames(int first, int n) {
-  dpk::System s = dpk::read_system(std::string(DPK_SOURCE_DIR) + "/examples/water/data/data_0", {"O", "H"});
-  auto cut = [&](std::vector<double>& v, std::size_t per_frame) {
-    v = std::vector<double>(v.begin() + std::ptrdiff_t(first * per_frame),
-                            v.begin() + std::ptrdiff_t((first + n) * per_frame));
-  };
-  std::size_t const na = std::size_t(s.natoms);
-  cut(s.coord, na * 3);
-  cut(s.force, na * 3);
-  cut(s.box, 9);
-  cut(s.energy, 1);
-  s.nframes = n;
-  return s;
-}
+using dpk_test::water_frames;
 
 /// A tiny se_e2_a model (rcut 4, sel [16, 32], nets [4, 8] and [8, 8]): ~1 ms per step.
 dpk::InputConfig tiny_input(long numb_steps) {
