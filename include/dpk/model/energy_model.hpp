@@ -290,10 +290,9 @@ class EnergyModel {
     View2<Scalar, memory_space> out("dpk::model::descriptor", in_.nloc, m1_ * m2_);
     auto d = Matrix(d_.data(), in_.nloc, m1_ * m2_);
     auto position = in_.position;
-    int const width = m1_ * m2_;
     Kokkos::parallel_for(
         "dpk::model::descriptor_copy",
-        Kokkos::MDRangePolicy<ExecutionSpace, Kokkos::Rank<2>>(space, {0, 0}, {in_.nloc, width}),
+        Kokkos::MDRangePolicy<ExecutionSpace, Kokkos::Rank<2>>(space, {0, 0}, {in_.nloc, m1_ * m2_}),
         KOKKOS_LAMBDA(int const i, int const c) { out(i, c) = d(position(i), c); });
     space.fence();
     return out;
