@@ -44,7 +44,7 @@ for stage in "${stages[@]}"; do
     threads)
       note threads
       $PY benchmarks/sweep/threads_study.py --bench "$BUILD/benchmarks/bench_model" --repetitions 3 \
-        --csv "$OUT/threads.csv" | tee "$OUT/threads.txt" ;;
+        --min-time 0.2 --wait unset passive --csv "$OUT/threads.csv" | tee "$OUT/threads.txt" ;;
     model)
       for t in 1 2; do bench "model_omp$t" "$t" bench_model; done ;;
     kernels)
