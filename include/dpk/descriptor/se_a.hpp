@@ -289,7 +289,7 @@ void zero_constant_rows(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpa
 
 /// Cotangent of the embedding outputs on filled rows: gG_j = (1/nnei)(gT Rn_j + A v_j)
 /// (A, v may be empty: then gG_j = (1/nnei) gT Rn_j). On the constant rows (when
-/// `constant_rows`): gG = (1/nnei) sum over centres of type ti of n_empty gT Rn0 (atomic sum),
+/// `constant_rows`): gG = (1/nnei) sum over centres of type ti of n_empty gT Rn0 (fixed order),
 /// else the constant rows are set to zero.
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 void embedding_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
@@ -314,7 +314,6 @@ void embedding_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
       "dpk::descriptor::SeA::Embedding_cotangent", Kokkos::TeamPolicy<ExecutionSpace>(space, in.nloc, 1, lanes),
       KOKKOS_LAMBDA(Team const& team) {
         int const i = team.league_rank();
-        int const ti = types(i);
         for (int tj = 0; tj < ntypes; ++tj) {
           int const row = row_offset(i, tj), first = sel_offset(tj), n = count(i, tj);
           for (int j = 0; j < n; ++j) {
@@ -334,18 +333,28 @@ void embedding_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
               });
             }
           }
-          int const empty = sel_offset(tj + 1) - first - n;
-          if (constant_rows && empty > 0) {
-            int const k = EmbeddingRows<MemorySpace>::net_of(tos, ntypes, ti, tj);
-            Scalar const w = Scalar(empty) * inv_nnei;
-            Scalar const e0 = empty_row(ti, tj, 0) * w, e1 = empty_row(ti, tj, 1) * w, e2 = empty_row(ti, tj, 2) * w,
-                         e3 = empty_row(ti, tj, 3) * w;
-            int const crow = const_base(k) + ti;
-            Kokkos::parallel_for(Kokkos::TeamVectorRange(team, m1), [&](int const m) {
-              Kokkos::atomic_add(&gg(crow, m),
-                                 gtm(i, m, 0) * e0 + gtm(i, m, 1) * e1 + gtm(i, m, 2) * e2 + gtm(i, m, 3) * e3);
-            });
-          }
+        }
+      });
+  if (!constant_rows) return;
+  // Constant rows: a fixed-order sum over the centres of each type (deterministic for any
+  // thread count, so that training restarts reproduce bit for bit; no atomics).
+  int const nloc = in.nloc, nnets = in.rows.nnets;
+  Kokkos::parallel_for(
+      "dpk::descriptor::SeA::Embedding_cotangent_constant",
+      Kokkos::TeamPolicy<ExecutionSpace>(space, nnets * ntypes, 1, lanes), KOKKOS_LAMBDA(Team const& team) {
+        int const k = team.league_rank() / ntypes, ti = team.league_rank() % ntypes;
+        int const tj = tos ? k : k / ntypes;
+        if (!tos && k % ntypes != ti) return;  // net (ti', tj) only sees centres of type ti'
+        int const crow = const_base(k) + ti, block = sel_offset(tj + 1) - sel_offset(tj);
+        Scalar const e0 = empty_row(ti, tj, 0) * inv_nnei, e1 = empty_row(ti, tj, 1) * inv_nnei,
+                     e2 = empty_row(ti, tj, 2) * inv_nnei, e3 = empty_row(ti, tj, 3) * inv_nnei;
+        for (int i = 0; i < nloc; ++i) {
+          int const empty = block - count(i, tj);
+          if (types(i) != ti || empty == 0) continue;
+          Scalar const w = Scalar(empty);
+          Kokkos::parallel_for(Kokkos::TeamVectorRange(team, m1), [&](int const m) {
+            gg(crow, m) += w * (gtm(i, m, 0) * e0 + gtm(i, m, 1) * e1 + gtm(i, m, 2) * e2 + gtm(i, m, 3) * e3);
+          });
         }
       });
 }
