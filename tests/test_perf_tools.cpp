@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <dpk/core/threads.hpp>
+#include "train_test_helpers.hpp"
 #include <dpk/train.hpp>
 
 #include <unistd.h>
@@ -18,42 +19,14 @@
 namespace {
 
 dpk::InputConfig small_input() {
-  dpk::InputConfig c;
-  c.source = "small (test_perf_tools.cpp)";
-  c.type_map = {"O", "H"};
-  c.descriptor.sel = {46, 92};
-  c.descriptor.rcut = 6.0;
-  c.descriptor.rcut_smth = 0.5;
-  c.descriptor.neuron = {4, 8};
-  c.descriptor.axis_neuron = 2;
-  c.descriptor.seed = 1;
-  c.fitting.neuron = {8, 8};
-  c.fitting.seed = 1;
-  c.learning_rate.start_lr = 1e-3;
-  c.learning_rate.stop_lr = 1e-5;
-  c.learning_rate.decay_steps = 2;
-  c.training.numb_steps = 5;
-  c.training.seed = 10;
+  dpk::InputConfig c = dpk_test::tiny_input("small (test_perf_tools.cpp)", 5);
+  c.descriptor.type_one_side = false;
   c.training.disp_freq = 5;
   c.training.save_freq = 100;
-  c.training.training_data.batch_size = dpk::BatchSize{false, 1, {}};
   return c;
 }
 
-dpk::System water_frames(int first, int n) {
-  dpk::System s = dpk::read_system(std::string(DPK_SOURCE_DIR) + "/examples/water/data/data_0", {"O", "H"});
-  std::size_t const na = std::size_t(s.natoms);
-  auto cut = [&](std::vector<double>& v, std::size_t per_frame) {
-    v = std::vector<double>(v.begin() + std::ptrdiff_t(first * per_frame),
-                            v.begin() + std::ptrdiff_t((first + n) * per_frame));
-  };
-  cut(s.coord, na * 3);
-  cut(s.force, na * 3);
-  cut(s.box, 9);
-  cut(s.energy, 1);
-  s.nframes = n;
-  return s;
-}
+using dpk_test::water_frames;
 
 }  // namespace
 

@@ -380,28 +380,11 @@ TEST_CASE("communicator: one rank without MPI or outside mpirun") {
 
 namespace {
 
-/// A small se_e2_a model on the water data (fast enough for a unit test).
+/// The shared tiny model, displaying and saving every 2 steps.
 dpk::InputConfig tiny_input(long numb_steps) {
-  dpk::InputConfig c;
-  c.source = "tiny (test_train.cpp)";
-  c.type_map = {"O", "H"};
-  c.descriptor.sel = {46, 92};
-  c.descriptor.rcut = 6.0;
-  c.descriptor.rcut_smth = 0.5;
-  c.descriptor.neuron = {4, 8};
-  c.descriptor.axis_neuron = 2;
-  c.descriptor.type_one_side = true;
-  c.descriptor.seed = 1;
-  c.fitting.neuron = {8, 8};
-  c.fitting.seed = 1;
-  c.learning_rate.start_lr = 1e-3;
-  c.learning_rate.stop_lr = 1e-5;
-  c.learning_rate.decay_steps = 2;
-  c.training.numb_steps = numb_steps;
-  c.training.seed = 10;
+  dpk::InputConfig c = dpk_test::tiny_input("tiny (test_train.cpp)", numb_steps);
   c.training.disp_freq = 2;
   c.training.save_freq = 2;
-  c.training.training_data.batch_size = dpk::BatchSize{false, 1, {}};
   return c;
 }
 

@@ -63,26 +63,13 @@ using dpk_test::water_frames;
 
 /// A tiny se_e2_a model (rcut 4, sel [16, 32], nets [4, 8] and [8, 8]): ~1 ms per step.
 dpk::InputConfig tiny_input(long numb_steps) {
-  dpk::InputConfig c;
-  c.source = "tiny (test_train_reliability.cpp)";
-  c.type_map = {"O", "H"};
+  dpk::InputConfig c = dpk_test::tiny_input("tiny (test_train_reliability.cpp)", numb_steps);
   c.descriptor.sel = {16, 32};
   c.descriptor.rcut = 4.0;
-  c.descriptor.rcut_smth = 0.5;
-  c.descriptor.neuron = {4, 8};
   c.descriptor.axis_neuron = 4;
-  c.descriptor.type_one_side = true;
-  c.descriptor.seed = 1;
-  c.fitting.neuron = {8, 8};
-  c.fitting.seed = 1;
-  c.learning_rate.start_lr = 1e-3;
-  c.learning_rate.stop_lr = 1e-5;
   c.learning_rate.decay_steps = 100;
-  c.training.numb_steps = numb_steps;
-  c.training.seed = 10;
   c.training.disp_freq = 50;
   c.training.save_freq = 250;
-  c.training.training_data.batch_size = dpk::BatchSize{false, 1, {}};
   return c;
 }
 

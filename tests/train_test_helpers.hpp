@@ -1,5 +1,6 @@
 #pragma once
 // Shared pieces of the trainer tests: slices of the water example data.
+#include <dpk/io/input.hpp>
 #include <dpk/io/system.hpp>
 
 #include <cstddef>
@@ -23,6 +24,31 @@ inline dpk::System water_frames(int first, int n) {
   if (s.has_virial) cut(s.virial, 9);
   s.nframes = n;
   return s;
+}
+
+/// A small se_e2_a model on the water data (O, H; sel [46, 92], rcut 6; embedding [4, 8],
+/// axis_neuron 2, type_one_side true; fitting [8, 8]; seeds 1 and 10; lr 1e-3 -> 1e-5 with
+/// decay_steps 2; batch 1): `numb_steps` steps. Tests adjust what they need.
+inline dpk::InputConfig tiny_input(std::string source, long numb_steps) {
+  dpk::InputConfig c;
+  c.source = std::move(source);
+  c.type_map = {"O", "H"};
+  c.descriptor.sel = {46, 92};
+  c.descriptor.rcut = 6.0;
+  c.descriptor.rcut_smth = 0.5;
+  c.descriptor.neuron = {4, 8};
+  c.descriptor.axis_neuron = 2;
+  c.descriptor.type_one_side = true;
+  c.descriptor.seed = 1;
+  c.fitting.neuron = {8, 8};
+  c.fitting.seed = 1;
+  c.learning_rate.start_lr = 1e-3;
+  c.learning_rate.stop_lr = 1e-5;
+  c.learning_rate.decay_steps = 2;
+  c.training.numb_steps = numb_steps;
+  c.training.seed = 10;
+  c.training.training_data.batch_size = dpk::BatchSize{false, 1, {}};
+  return c;
 }
 
 }  // namespace dpk_test
