@@ -42,4 +42,3 @@ DPK_KERNEL_BENCH(environment_matrix)
 DPK_KERNEL_BENCH(force_virial)
 DPK_KERNEL_BENCH(force_virial_adjoint)
 
-int main(int argc, char** argv) { return dpk_bench::run_main(argc, argv); }

@@ -51,10 +51,3 @@ void shapes(benchmark::internal::Benchmark* b) {
 BENCHMARK_TEMPLATE(gemm, double)->Apply(shapes)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(gemm, float)->Apply(shapes)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-int main(int argc, char** argv) {
-  Kokkos::ScopeGuard guard(argc, argv);
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}

@@ -98,10 +98,3 @@ DPK_MODEL_BENCH(forward, Mode::forward)
 DPK_MODEL_BENCH(forward_forces, Mode::forces)
 DPK_MODEL_BENCH(training_gradient, Mode::training)
 
-int main(int argc, char** argv) {
-  Kokkos::ScopeGuard guard(argc, argv);
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}

@@ -21,4 +21,3 @@ void neighbor_list(benchmark::State& state) {
 BENCHMARK_TEMPLATE(neighbor_list, double)->Arg(1)->Arg(4)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(neighbor_list, float)->Arg(1)->Arg(4)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
-int main(int argc, char** argv) { return dpk_bench::run_main(argc, argv); }

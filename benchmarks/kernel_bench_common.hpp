@@ -59,16 +59,4 @@ struct Setup {
   }
 };
 
-/// Kokkos around Google Benchmark.
-inline int run_main(int argc, char** argv) {
-  Kokkos::ScopeGuard guard(argc, argv);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("kokkos_execution_space", Space::name());
-  benchmark::AddCustomContext("kokkos_concurrency", std::to_string(Space().concurrency()));
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
-
 }  // namespace dpk_bench
