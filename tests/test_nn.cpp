@@ -2,10 +2,13 @@
 // and the tangent + combined reverse pass against central finite differences.
 #include <doctest/doctest.h>
 
+#include <dpk/core/activation.hpp>
 #include <dpk/model/parameters.hpp>
 #include <dpk/nn/network.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -182,6 +185,30 @@ TEST_CASE("network tangent and reverse pass equal finite differences") {
       }
     }
   }
+}
+
+TEST_CASE_TEMPLATE("activation tanh equals libm tanh, including signed zeros, infinities and NaN", Scalar, double,
+                   float) {
+  // Absolute error bound against std::tanh in double: a few ulp of 1 in each precision.
+  double const tol = sizeof(Scalar) == 8 ? 1e-15 : 4e-7;
+  double worst = 0;
+  for (double x = -25; x <= 25; x += 1.0 / 4096) {
+    Scalar const xs = static_cast<Scalar>(x);
+    double const got = dpk::math::activation_tanh(xs);
+    worst = std::max(worst, std::fabs(got - std::tanh(double(xs))));
+  }
+  CHECK(worst < tol);
+  // Tiny arguments: relative accuracy (tanh x ~ x).
+  for (Scalar x : {Scalar(1e-30), Scalar(-3e-20), Scalar(1e-8)})
+    CHECK(dpk::math::activation_tanh(x) == doctest::Approx(x).epsilon(1e-6));
+  Scalar const inf = std::numeric_limits<Scalar>::infinity();
+  CHECK(dpk::math::activation_tanh(inf) == Scalar(1));
+  CHECK(dpk::math::activation_tanh(-inf) == Scalar(-1));
+  CHECK(dpk::math::activation_tanh(Scalar(1e30)) == Scalar(1));
+  CHECK(dpk::math::activation_tanh(Scalar(-1e30)) == Scalar(-1));
+  CHECK(std::isnan(dpk::math::activation_tanh(std::numeric_limits<Scalar>::quiet_NaN())));
+  CHECK(!std::signbit(dpk::math::activation_tanh(Scalar(0))));
+  CHECK(std::signbit(dpk::math::activation_tanh(Scalar(-0.0))));
 }
 
 TEST_CASE("parameter layout follows DeePMD-kit's tensor names and counts") {

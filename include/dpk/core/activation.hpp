@@ -12,31 +12,37 @@
 namespace dpk::math {
 
 namespace detail {
-// Host-only helpers: the device path of activation_tanh uses the vendor tanh.
+// Host-only helpers: the device path of activation_tanh uses the vendor tanh. Everything is
+// straight-line integer/floating code (no floating-point compares, whose if-conversion GCC
+// refuses under the default -ftrapping-math), so loops over activation_tanh vectorise.
 
-/// 2^-n for 0 <= n <= 1022 (double) built from the exponent bits.
-inline double exp2_negative(int n, double) {
-  std::int64_t const bits = std::int64_t(1023 - n) << 52;
-  double out;
-  std::memcpy(&out, &bits, sizeof out);
-  return out;
-}
-/// 2^-n for 0 <= n <= 126 (float).
-inline float exp2_negative(int n, float) {
-  std::int32_t const bits = std::int32_t(127 - n) << 23;
-  float out;
-  std::memcpy(&out, &bits, sizeof out);
+/// The bits of `value` as type To (same size).
+template <class To, class From>
+inline To bits_as(From value) {
+  static_assert(sizeof(To) == sizeof(From), "bits_as: sizes differ");
+  To out;
+  std::memcpy(&out, &value, sizeof out);
   return out;
 }
 
-/// expm1(-y) for y >= 0 (y clamped by the caller): y = n ln2 + r, |r| <= ln2/2,
-/// expm1(-y) = 2^-n (e^-r - 1) + (2^-n - 1), with e^-r - 1 from its Taylor polynomial.
-inline double expm1_negative(double y) {
-  double const ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
-  double const inv_ln2 = 1.44269504088896338700e+00;
-  int const n = static_cast<int>(y * inv_ln2 + 0.5);
-  double const r = -((y - n * ln2_hi) - n * ln2_lo);  // -r in [-ln2/2, ln2/2]
-  // e^r - 1 = r (1/1! + r (1/2! + r (1/3! + ... r/14!))), Horner with exact-enough constants
+/// Integer type of the same size as Scalar, and its bit-level constants.
+template <class Scalar>
+struct FloatBits;
+template <>
+struct FloatBits<double> {
+  using Int = std::int64_t;
+  static constexpr Int sign = std::int64_t(1) << 63, magnitude = ~sign, infinity = 0x7ff0000000000000LL;
+  static constexpr int mantissa = 52, bias = 1023;
+};
+template <>
+struct FloatBits<float> {
+  using Int = std::int32_t;
+  static constexpr Int sign = std::int32_t(1) << 31, magnitude = ~sign, infinity = 0x7f800000;
+  static constexpr int mantissa = 23, bias = 127;
+};
+
+/// e^-r - 1 polynomial for |r| <= ln2/2 (Taylor, Horner): double to 1/14!, float to 1/8!.
+inline double expm1_reduced(double r) {
   double p = 1.14707455977297245e-11;
   p = 1.60590438368216133e-10 + r * p;
   p = 2.08767569878681002e-09 + r * p;
@@ -51,15 +57,9 @@ inline double expm1_negative(double y) {
   p = 1.66666666666666657e-01 + r * p;
   p = 5.00000000000000000e-01 + r * p;
   p = 1.00000000000000000e+00 + r * p;
-  double const em1 = r * p;
-  double const s = exp2_negative(n, 0.0);
-  return s * em1 + (s - 1.0);
+  return r * p;
 }
-
-inline float expm1_negative(float y) {
-  float const ln2_hi = 6.9314575195e-01f, ln2_lo = 1.4286067653e-06f, inv_ln2 = 1.4426950216e+00f;
-  int const n = static_cast<int>(y * inv_ln2 + 0.5f);
-  float const r = -((y - n * ln2_hi) - n * ln2_lo);
+inline float expm1_reduced(float r) {
   float p = 2.480158730e-05f;
   p = 1.984126984e-04f + r * p;
   p = 1.388888889e-03f + r * p;
@@ -68,9 +68,44 @@ inline float expm1_negative(float y) {
   p = 1.666666667e-01f + r * p;
   p = 5.000000000e-01f + r * p;
   p = 1.000000000e+00f + r * p;
-  float const em1 = r * p;
-  float const s = exp2_negative(n, 0.0f);
-  return s * em1 + (s - 1.0f);
+  return r * p;
+}
+
+/// ln 2 split into a head with trailing zero bits and a tail, and 1/ln 2.
+template <class Scalar>
+struct Ln2;
+template <>
+struct Ln2<double> {
+  static constexpr double hi = 6.93147180369123816490e-01, lo = 1.90821492927058770002e-10,
+                          inv = 1.44269504088896338700e+00;
+};
+template <>
+struct Ln2<float> {
+  static constexpr float hi = 6.9314575195e-01f, lo = 1.4286067653e-06f, inv = 1.4426950216e+00f;
+};
+
+/// tanh on the host: tanh|x| = -e / (2 + e) with e = expm1(-2|x|), |x| clamped where tanh
+/// rounds to 1 (20 in double, 9 in float); expm1(-y) = 2^-n (e^-r - 1) + (2^-n - 1) with
+/// y = n ln2 + r. Sign restored by bits; NaN passes through.
+template <class Scalar>
+inline Scalar tanh_host(Scalar x) {
+  using Bits = FloatBits<Scalar>;
+  using Int = typename Bits::Int;
+  Int const x_bits = bits_as<Int>(x);
+  Int const abs_bits = x_bits & Bits::magnitude;
+  Int const limit = bits_as<Int>(sizeof(Scalar) == 8 ? Scalar(20) : Scalar(9));
+  // min(abs_bits, limit) without a compare: both non-negative, so the difference cannot overflow.
+  Int const diff = abs_bits - limit;
+  Scalar const y = Scalar(2) * bits_as<Scalar>(Int(limit + (diff & (diff >> (8 * sizeof(Int) - 1)))));
+  Int const n = static_cast<Int>(y * Ln2<Scalar>::inv + Scalar(0.5));
+  Scalar const nf = static_cast<Scalar>(n);
+  Scalar const r = -((y - nf * Ln2<Scalar>::hi) - nf * Ln2<Scalar>::lo);
+  Scalar const scale = bits_as<Scalar>(Int(Int(Bits::bias - n) << Bits::mantissa));  // 2^-n
+  Scalar const e = scale * expm1_reduced(r) + (scale - Scalar(1));
+  Int const t_bits = bits_as<Int>((Scalar(0) - e) / (Scalar(2) + e)) ^ (x_bits & Bits::sign);
+  // NaN (abs_bits > infinity): all-ones mask selects x itself.
+  Int const nan_mask = (Bits::infinity - abs_bits) >> (8 * sizeof(Int) - 1);
+  return bits_as<Scalar>(Int((t_bits & ~nan_mask) | (x_bits & nan_mask)));
 }
 
 }  // namespace detail
@@ -81,13 +116,7 @@ KOKKOS_INLINE_FUNCTION Scalar activation_tanh(Scalar x) {
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
   return math::tanh(x);
 #else
-  // tanh|x| = -expm1(-2|x|) / (2 + expm1(-2|x|)); |x| beyond the clamp gives +-1 exactly.
-  Scalar const limit = sizeof(Scalar) == 8 ? Scalar(20) : Scalar(9);
-  Scalar a = x < Scalar(0) ? -x : x;
-  a = a < limit ? a : limit;
-  Scalar const e = detail::expm1_negative(Scalar(2) * a);
-  Scalar const t = -e / (Scalar(2) + e);
-  return x < Scalar(0) ? -t : t;
+  return detail::tanh_host(x);
 #endif
 }
 

@@ -12,6 +12,7 @@
 #include <dpk/core/types.hpp>
 
 #include <cstddef>
+#include <type_traits>
 #include <vector>
 
 namespace dpk::nn {
@@ -82,10 +83,82 @@ struct LayerParams {
   }
 };
 
+/// Branch-free timestep factor: scale(c) = idt(0, c) with a timestep, else exactly 1 (then it
+/// reads b and multiplies by 0). Every load stays valid, so host loops vectorise without masks.
+template <class Scalar, class MemorySpace>
+struct TimestepScale {
+  MatrixView<Scalar, MemorySpace> source;  ///< idt, or b when the layer has no timestep
+  Scalar weight, offset;
+  KOKKOS_INLINE_FUNCTION Scalar operator()(int c) const { return source(0, c) * weight + offset; }
+};
+
+/// The timestep factor of a layer with parameters `p`.
+template <class Scalar, class MemorySpace>
+TimestepScale<Scalar, MemorySpace> timestep_scale(LayerShape const& shape, LayerParams<Scalar, MemorySpace> const& p) {
+  if (shape.timestep) return {p.idt, Scalar(1), Scalar(0)};
+  return {p.b, Scalar(0), Scalar(1)};
+}
+
 namespace detail {
 
-/// Skip contribution of input column c' to output column c (identity or concat).
-KOKKOS_INLINE_FUNCTION int skip_source(int c, int n_in) { return c < n_in ? c : c - n_in; }
+/// The fused elementwise part of a tanh layer, specialised at compile time on the input
+/// (RankOne: z = x(r,0) w(0,c) computed here, else z already in `acc` from the GEMM) and on the
+/// skip rule, so that the body has no runtime selects and host loops vectorise.
+/// Tangent = false: h = tanh(z + b); out = scale h + skip(x).
+/// Tangent = true:  zt = z'; out' = scale (1 - h^2) z' + skip(x').
+template <class Scalar, class MemorySpace, bool Tangent, bool RankOne, Skip SkipRule>
+struct DenseTanhKernel {
+  MatrixView<Scalar, MemorySpace> x, w, b, h, acc, out;  ///< acc: z (values) or zt (tangents)
+  TimestepScale<Scalar, MemorySpace> scale;
+  int n_in;
+
+  KOKKOS_INLINE_FUNCTION void operator()(int const r, int const c) const {
+    Scalar z;
+    if constexpr (RankOne) {
+      z = x(r, 0) * w(0, c);
+    } else {
+      z = acc(r, c);
+    }
+    Scalar o;
+    if constexpr (Tangent) {
+      acc(r, c) = z;
+      Scalar const t = h(r, c);
+      o = scale(c) * ((Scalar(1) - t * t) * z);
+    } else {
+      Scalar const t = math::activation_tanh(z + b(0, c));
+      h(r, c) = t;
+      o = scale(c) * t;
+    }
+    if constexpr (SkipRule == Skip::identity) o += x(r, c);
+    if constexpr (SkipRule == Skip::concat) o += x(r, c < n_in ? c : c - n_in);
+    out(r, c) = o;
+  }
+};
+
+/// Runs DenseTanhKernel with the flags of `shape` (x: layer input value or tangent).
+template <bool Tangent, class ExecutionSpace, class Scalar, class MemorySpace>
+void run_dense_tanh(ExecutionSpace const& space, char const* label, LayerShape const& shape,
+                    LayerParams<Scalar, MemorySpace> const& p, MatrixView<Scalar, MemorySpace> x,
+                    MatrixView<Scalar, MemorySpace> h, MatrixView<Scalar, MemorySpace> acc,
+                    MatrixView<Scalar, MemorySpace> out) {
+  int const rows = static_cast<int>(x.extent(0));
+  auto launch = [&](auto rank_one, auto skip) {
+    DenseTanhKernel<Scalar, MemorySpace, Tangent, decltype(rank_one)::value, decltype(skip)::value> kernel{
+        x, p.w, p.b, h, acc, out, timestep_scale(shape, p), shape.n_in};
+    for_each_element(space, label, rows, shape.n_out, kernel);
+  };
+  using One = std::true_type;
+  using Many = std::false_type;
+  using None = std::integral_constant<Skip, Skip::none>;
+  using Identity = std::integral_constant<Skip, Skip::identity>;
+  using Concat = std::integral_constant<Skip, Skip::concat>;
+  bool const rank_one = shape.n_in == 1;
+  switch (shape.skip) {
+    case Skip::none: return rank_one ? launch(One{}, None{}) : launch(Many{}, None{});
+    case Skip::identity: return rank_one ? launch(One{}, Identity{}) : launch(Many{}, Identity{});
+    case Skip::concat: return rank_one ? launch(One{}, Concat{}) : launch(Many{}, Concat{});
+  }
+}
 
 }  // namespace detail
 
@@ -102,21 +175,13 @@ void layer_forward(ExecutionSpace const& space, LayerShape const& shape,
   if (!rank_one) blas::gemm(space, "N", "N", Scalar(1), x, p.w, Scalar(0), out);
   auto w = p.w;
   auto b = p.b;
-  auto idt = p.idt;
-  bool const act = shape.tanh, has_idt = shape.timestep;
-  int const skip = static_cast<int>(shape.skip);
-  for_each_element(space, "dpk::nn::Dense::forward", rows, n_out, KOKKOS_LAMBDA(int const r, int const c) {
-        Scalar z = (rank_one ? x(r, 0) * w(0, c) : out(r, c)) + b(0, c);
-        if (!act) {
-          out(r, c) = z;
-          return;
-        }
-        Scalar const t = math::activation_tanh(z);
-        h(r, c) = t;
-        Scalar o = has_idt ? idt(0, c) * t : t;
-        if (skip != 0) o += x(r, detail::skip_source(c, n_in));
-        out(r, c) = o;
-      });
+  if (!shape.tanh) {
+    for_each_element(space, "dpk::nn::Dense::forward_linear", rows, n_out, KOKKOS_LAMBDA(int const r, int const c) {
+          out(r, c) = (rank_one ? x(r, 0) * w(0, c) : out(r, c)) + b(0, c);
+        });
+    return;
+  }
+  detail::run_dense_tanh<false>(space, "dpk::nn::Dense::forward", shape, p, x, h, out, out);
 }
 
 /// Forward tangent: z' = x' W; out' = skip(x') + [idt *] (1 - h^2) z'. For a linear layer
@@ -131,22 +196,15 @@ void layer_tangent(ExecutionSpace const& space, LayerShape const& shape, LayerPa
   bool const rank_one = n_in == 1;
   if (!rank_one) blas::gemm(space, "N", "N", Scalar(1), xt, p.w, Scalar(0), zt);
   auto w = p.w;
-  auto idt = p.idt;
-  bool const act = shape.tanh, has_idt = shape.timestep;
-  int const skip = static_cast<int>(shape.skip);
-  for_each_element(space, "dpk::nn::Dense::tangent", rows, n_out, KOKKOS_LAMBDA(int const r, int const c) {
-        Scalar const z = rank_one ? xt(r, 0) * w(0, c) : zt(r, c);
-        if (rank_one) zt(r, c) = z;
-        if (!act) {
+  if (!shape.tanh) {
+    for_each_element(space, "dpk::nn::Dense::tangent_linear", rows, n_out, KOKKOS_LAMBDA(int const r, int const c) {
+          Scalar const z = rank_one ? xt(r, 0) * w(0, c) : zt(r, c);
+          zt(r, c) = z;
           outt(r, c) = z;
-          return;
-        }
-        Scalar const t = h(r, c);
-        Scalar const ht = (Scalar(1) - t * t) * z;
-        Scalar o = has_idt ? idt(0, c) * ht : ht;
-        if (skip != 0) o += xt(r, detail::skip_source(c, n_in));
-        outt(r, c) = o;
-      });
+        });
+    return;
+  }
+  detail::run_dense_tanh<true>(space, "dpk::nn::Dense::tangent", shape, p, xt, h, zt, outt);
 }
 
 /// Writes skip(g) into gx (R, n_in): gx[c] = g[c] (identity) or g[c] + g[c + n_in] (concat).
@@ -174,13 +232,12 @@ void layer_backward_input(ExecutionSpace const& space, LayerShape const& shape,
   int const rows = static_cast<int>(g.extent(0));
   if (rows == 0) return;
   int const n_out = shape.n_out;
-  auto idt = p.idt;
-  bool const act = shape.tanh, has_idt = shape.timestep;
+  auto const scale = timestep_scale(shape, p);
+  bool const act = shape.tanh;
   if (act) {
     for_each_element(space, "dpk::nn::Dense::backward_input", rows, n_out, KOKKOS_LAMBDA(int const r, int const c) {
           Scalar const t = h(r, c);
-          Scalar const gh = has_idt ? idt(0, c) * g(r, c) : g(r, c);
-          gz(r, c) = gh * (Scalar(1) - t * t);
+          gz(r, c) = scale(c) * g(r, c) * (Scalar(1) - t * t);
         });
   }
   Scalar const beta = layer_skip_cotangent(space, shape, g, gx);
@@ -213,14 +270,19 @@ void layer_reverse(ExecutionSpace const& space, LayerShape const& shape, LayerPa
   auto idt = p.idt;
   bool const act = shape.tanh, has_idt = shape.timestep;
   auto gz = scratch.gz, product = scratch.product;
-  if (act) {
-    for_each_element(space, "dpk::nn::Dense::reverse", rows, n_out, KOKKOS_LAMBDA(int const r, int const c) {
+  if (act && has_idt) {
+    for_each_element(space, "dpk::nn::Dense::reverse_timestep", rows, n_out, KOKKOS_LAMBDA(int const r, int const c) {
           Scalar const t = h(r, c);
           Scalar const d = Scalar(1) - t * t;
           Scalar const z_t = zt(r, c);
-          Scalar const scale = has_idt ? idt(0, c) : Scalar(1);
+          Scalar const scale = idt(0, c);
           gz(r, c) = (scale * g(r, c) - Scalar(2) * t * z_t * scale * gt(r, c)) * d;
-          if (has_idt) product(r, c) = t * g(r, c) + d * z_t * gt(r, c);
+          product(r, c) = t * g(r, c) + d * z_t * gt(r, c);
+        });
+  } else if (act) {
+    for_each_element(space, "dpk::nn::Dense::reverse", rows, n_out, KOKKOS_LAMBDA(int const r, int const c) {
+          Scalar const t = h(r, c);
+          gz(r, c) = (g(r, c) - Scalar(2) * t * zt(r, c) * gt(r, c)) * (Scalar(1) - t * t);
         });
   }
   auto const& gz_use = act ? gz : g;
