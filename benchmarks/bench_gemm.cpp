@@ -4,7 +4,7 @@
 // threads set per benchmark (second argument; OpenBLAS only, through dpk/core/threads.hpp).
 //
 //   OMP_NUM_THREADS=1 build/<dir>/benchmarks/bench_gemm
-#include <dpk/core/compat.hpp>
+#include <dpk/core/gemm.hpp>
 #include <dpk/core/threads.hpp>
 #include <dpk/core/types.hpp>
 

@@ -1,10 +1,13 @@
-// Core utilities: workspace growth and the compat GEMM against a plain loop.
+// Core utilities: workspace growth and the GEMMs (one call, row-split, split reduction) against plain loops.
 #include <doctest/doctest.h>
 
 #include <dpk/core/compat.hpp>
+#include <dpk/core/gemm.hpp>
 #include <dpk/core/types.hpp>
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 TEST_CASE_TEMPLATE("compat gemm equals a plain triple loop", Scalar, double, float) {
   using Space = dpk::DefaultExecutionSpace;
@@ -27,6 +30,85 @@ TEST_CASE_TEMPLATE("compat gemm equals a plain triple loop", Scalar, double, flo
       for (int l = 0; l < k; ++l) ref += double(ha(i, l)) * double(hb(l, j));
       CHECK(double(hc(i, j)) == doctest::Approx(ref).epsilon(1e-5));
     }
+}
+
+namespace {
+
+// Host copy of a deterministic test matrix.
+template <class Scalar, class Mem>
+dpk::View2<Scalar, Mem> test_matrix(int rows, int cols, double seed) {
+  dpk::View2<Scalar, Mem> v("dpk::test::matrix", rows, cols);
+  auto h = Kokkos::create_mirror_view(v);
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) h(i, j) = Scalar(std::sin(seed + 0.37 * i + 0.11 * j * j));
+  Kokkos::deep_copy(v, h);
+  return v;
+}
+
+}  // namespace
+
+// Sizes above the per-thread work threshold: with 2+ threads the products are split.
+TEST_CASE_TEMPLATE("threaded gemm (N,N), (N,T) and the split T,N reduction equal plain loops", Scalar, double, float) {
+  using Space = dpk::DefaultExecutionSpace;
+  using Mem = dpk::memory_space_t<Space>;
+  int const m = 301, k = 47, n = 53;
+  double const tol = sizeof(Scalar) == 8 ? 1e-12 : 1e-4;
+  auto a = test_matrix<Scalar, Mem>(m, k, 0.1);
+  auto b = test_matrix<Scalar, Mem>(k, n, 0.7);
+  auto bt = test_matrix<Scalar, Mem>(n, k, 1.3);
+  auto c = test_matrix<Scalar, Mem>(m, n, 2.1);
+  auto ha = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a);
+  auto hb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), b);
+  auto hbt = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), bt);
+  auto hc0 = Kokkos::create_mirror(Kokkos::HostSpace(), c);  // a copy, even on host spaces
+  Kokkos::deep_copy(hc0, c);
+  // C = 0.5 C + 2 A B
+  dpk::blas::gemm(Space(), "N", "N", Scalar(2), a, b, Scalar(0.5), c);
+  auto hc = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), c);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double ref = 0.5 * double(hc0(i, j));
+      for (int l = 0; l < k; ++l) ref += 2.0 * double(ha(i, l)) * double(hb(l, j));
+      CHECK(double(hc(i, j)) == doctest::Approx(ref).epsilon(tol).scale(1.0));
+    }
+  // C = A Bt^T
+  dpk::blas::gemm(Space(), "N", "T", Scalar(1), a, bt, Scalar(0), c);
+  Kokkos::deep_copy(hc, c);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double ref = 0;
+      for (int l = 0; l < k; ++l) ref += double(ha(i, l)) * double(hbt(j, l));
+      CHECK(double(hc(i, j)) == doctest::Approx(ref).epsilon(tol).scale(1.0));
+    }
+  // W = W + A0^T G0 + A1^T G1 (rows 301 + 120), with per-thread partials; and with one pair only.
+  int const m1 = 120;
+  auto a1 = test_matrix<Scalar, Mem>(m1, k, 3.3);
+  auto g0 = test_matrix<Scalar, Mem>(m, n, 4.1);
+  auto g1 = test_matrix<Scalar, Mem>(m1, n, 5.9);
+  auto w = test_matrix<Scalar, Mem>(k, n, 6.2);
+  auto hw0 = Kokkos::create_mirror(Kokkos::HostSpace(), w);
+  Kokkos::deep_copy(hw0, w);
+  auto ha1 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a1);
+  auto hg0 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g0);
+  auto hg1 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g1);
+  dpk::View1<Scalar, Mem> partials("dpk::test::partials", std::size_t(Space().concurrency()) * k * n);
+  for (bool two_pairs : {true, false}) {
+    Kokkos::deep_copy(w, hw0);
+    dpk::View2<Scalar, Mem> none;
+    if (two_pairs)
+      dpk::blas::gemm_tn_sum(Space(), Scalar(1), a, g0, a1, g1, Scalar(1), w, partials);
+    else
+      dpk::blas::gemm_tn_sum(Space(), Scalar(1), a, g0, none, none, Scalar(1), w, partials);
+    auto hw = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), w);
+    for (int i = 0; i < k; ++i)
+      for (int j = 0; j < n; ++j) {
+        double ref = double(hw0(i, j));
+        for (int r = 0; r < m; ++r) ref += double(ha(r, i)) * double(hg0(r, j));
+        if (two_pairs)
+          for (int r = 0; r < m1; ++r) ref += double(ha1(r, i)) * double(hg1(r, j));
+        CHECK(double(hw(i, j)) == doctest::Approx(ref).epsilon(tol).scale(1.0));
+      }
+  }
 }
 
 TEST_CASE("ensure_extent grows and never shrinks") {

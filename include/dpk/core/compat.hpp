@@ -73,13 +73,14 @@ inline void translate_kokkos_arguments(int argc, char** argv) {
 }
 
 /// Dense matrix products through Kokkos Kernels (host BLAS / cuBLAS TPLs where enabled).
-namespace blas {
-/// C = beta C + alpha op(A) op(B) on `space`. Views must be rank 2 and contiguous
-/// (LayoutRight) for the vendor BLAS to be used.
+/// The public entry point is dpk::blas::gemm in core/gemm.hpp; this is the one call whose
+/// spelling depends on the Kokkos Kernels version.
+namespace blas::detail {
+/// C = beta C + alpha op(A) op(B) on `space` as one Kokkos Kernels call.
 template <class ExecutionSpace, class AView, class BView, class CView>
-void gemm(ExecutionSpace const& space, const char* trans_a, const char* trans_b,
-          typename AView::const_value_type alpha, AView const& a, BView const& b,
-          typename CView::const_value_type beta, CView const& c) {
+void gemm_kk(ExecutionSpace const& space, const char* trans_a, const char* trans_b,
+             typename AView::const_value_type alpha, AView const& a, BView const& b,
+             typename CView::const_value_type beta, CView const& c) {
 #if defined(KOKKOSKERNELS_VERSION) && KOKKOSKERNELS_VERSION >= 40100
   KokkosBlas::gemm(space, trans_a, trans_b, alpha, a, b, beta, c);
 #else
@@ -89,5 +90,13 @@ void gemm(ExecutionSpace const& space, const char* trans_a, const char* trans_b,
   typename CView::execution_space().fence();
 #endif
 }
-}  // namespace blas
+
+/// The same product from inside a host parallel region (one thread's block): no fences, the
+/// default-instance overload every Kokkos Kernels version has.
+template <class AView, class BView, class CView>
+void gemm_in_thread(const char* trans_a, const char* trans_b, typename AView::const_value_type alpha, AView const& a,
+                    BView const& b, typename CView::const_value_type beta, CView const& c) {
+  KokkosBlas::gemm(trans_a, trans_b, alpha, a, b, beta, c);
+}
+}  // namespace blas::detail
 }  // namespace dpk

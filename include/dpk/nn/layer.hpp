@@ -8,6 +8,7 @@
 
 #include <dpk/core/activation.hpp>
 #include <dpk/core/compat.hpp>
+#include <dpk/core/gemm.hpp>
 #include <dpk/core/for_each.hpp>
 #include <dpk/core/types.hpp>
 
@@ -244,10 +245,12 @@ void layer_backward_input(ExecutionSpace const& space, LayerShape const& shape,
   blas::gemm(space, "N", "T", Scalar(1), act ? gz : g, p.w, beta, gx);
 }
 
-/// Scratch matrices of the reverse pass, each (R, n_out).
+/// Scratch of the reverse pass: gz and product (R, n_out), ones (R, 1) filled with 1, and
+/// per-thread partial sums of the weight gradient (see blas::gemm_tn_sum).
 template <class Scalar, class MemorySpace>
 struct ReverseScratch {
-  MatrixView<Scalar, MemorySpace> gz, product, ones;  ///< ones: (R, 1) filled with 1
+  MatrixView<Scalar, MemorySpace> gz, product, ones;
+  View1<Scalar, MemorySpace> partials;
 };
 
 /// Combined reverse pass over values and tangents (SPEC.md section 8) for one layer.
@@ -289,10 +292,10 @@ void layer_reverse(ExecutionSpace const& space, LayerShape const& shape, LayerPa
   auto const& gzt_use = act ? gzt : gt;
   MatrixView<Scalar, MemorySpace> ones_r(scratch.ones.data(), rows, 1);
   // dW += x^T gz + x'^T gz';  db += 1^T gz;  didt += 1^T (h g + h' g')
-  blas::gemm(space, "T", "N", Scalar(1), x, gz_use, Scalar(1), grad.w);
-  blas::gemm(space, "T", "N", Scalar(1), xt, gzt_use, Scalar(1), grad.w);
-  blas::gemm(space, "T", "N", Scalar(1), ones_r, gz_use, Scalar(1), grad.b);
-  if (has_idt) blas::gemm(space, "T", "N", Scalar(1), ones_r, product, Scalar(1), grad.idt);
+  MatrixView<Scalar, MemorySpace> none;
+  blas::gemm_tn_sum(space, Scalar(1), x, gz_use, xt, gzt_use, Scalar(1), grad.w, scratch.partials);
+  blas::gemm_tn_sum(space, Scalar(1), ones_r, gz_use, none, none, Scalar(1), grad.b, scratch.partials);
+  if (has_idt) blas::gemm_tn_sum(space, Scalar(1), ones_r, product, none, none, Scalar(1), grad.idt, scratch.partials);
   if (gx.extent(0) > 0) {
     Scalar const beta = layer_skip_cotangent(space, shape, g, gx);
     blas::gemm(space, "N", "T", Scalar(1), gz_use, p.w, beta, gx);

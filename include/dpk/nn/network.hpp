@@ -68,6 +68,9 @@ class NetworkFamily {
     for (auto* v : {&g_a_, &g_b_, &gz_}) grow(*v, flat, "cotangent");
     if (tangents) {
       grow(product_, flat, "cotangent");
+      std::size_t weights_max = 0;
+      for (auto const& l : shapes_) weights_max = std::max(weights_max, std::size_t(l.n_in) * l.n_out);
+      grow(partials_, std::size_t(std::max(0, ExecutionSpace().concurrency() - 1)) * weights_max, "weight_partials");
       if (ones_.extent(0) < rows) {
         grow(ones_, rows, "ones");
         Kokkos::deep_copy(ones_, Scalar(1));
@@ -138,7 +141,7 @@ class NetworkFamily {
       Matrix gt = l == num_layers() - 1 ? gt_out : rows_of(g1_[l], n, r0, r1);
       Matrix gx = l == 0 ? g_in : Matrix((l % 2 ? g_a_ : g_b_).data(), rows, s.n_in);
       ReverseScratch<Scalar, memory_space> scratch{Matrix(gz_.data(), rows, n), Matrix(product_.data(), rows, n),
-                                                   Matrix(ones_.data(), rows, 1)};
+                                                   Matrix(ones_.data(), rows, 1), partials_};
       layer_reverse(space, s, param(params, net, l), param(grads, net, l), x, xt, rows_of(h_[l], n, r0, r1),
                     rows_of(zt_[l], n, r0, r1), g, gt, rows_of(gz1_[l], n, r0, r1), scratch, gx);
       g = gx;
@@ -163,7 +166,7 @@ class NetworkFamily {
   std::string label_;
   int width_max_ = 1;
   std::vector<View1<Scalar, memory_space>> h_, out_, zt_, outt_, g1_, gz1_;
-  View1<Scalar, memory_space> g_a_, g_b_, gz_, product_, ones_;
+  View1<Scalar, memory_space> g_a_, g_b_, gz_, product_, ones_, partials_;
 };
 
 }  // namespace dpk::nn

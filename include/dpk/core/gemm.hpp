@@ -1,0 +1,127 @@
+#pragma once
+/// \file gemm.hpp
+/// \brief Dense matrix products through Kokkos Kernels (host BLAS / cuBLAS TPLs), spread over
+/// the host threads of the execution space.
+///
+/// The networks' GEMMs are skinny (tens to a few hundred columns, thousands of rows) and are
+/// called from the host between Kokkos kernels. With one BLAS thread inside each Kokkos thread
+/// (the setting that avoids oversubscription, docs/tuning.md) a plain call would use one core;
+/// on host spaces these functions split the rows over the Kokkos threads instead, each thread
+/// making one single-threaded BLAS call on its block. Device spaces make one call (cuBLAS).
+
+#include <dpk/core/compat.hpp>
+#include <dpk/core/for_each.hpp>
+#include <dpk/core/types.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <utility>
+
+namespace dpk::blas {
+
+namespace detail {
+
+/// Number of row blocks for a product with `rows` rows and `work` multiply-adds on `space`:
+/// one per thread, none below ~256k multiply-adds per block (thread start-up would dominate).
+template <class ExecutionSpace>
+int host_blocks(ExecutionSpace const& space, std::size_t rows, double work) {
+  if constexpr (!is_host_space_v<ExecutionSpace>) {
+    return 1;
+  } else {
+    int const threads = space.concurrency();
+    double const per_block_min = 262144.0;
+    int const by_work = static_cast<int>(std::max(1.0, work / per_block_min));
+    return static_cast<int>(std::min<std::size_t>({std::size_t(threads), std::size_t(by_work), rows}));
+  }
+}
+
+/// Rows [first, last) of block `k` of `blocks` over `rows` rows.
+inline std::pair<std::size_t, std::size_t> block_rows(std::size_t rows, int blocks, int k) {
+  return {rows * k / blocks, rows * (k + 1) / blocks};
+}
+
+}  // namespace detail
+
+/// C = beta C + alpha op(A) op(B) on `space`. Views are rank-2 LayoutRight (contiguous rows),
+/// so that the vendor BLAS is used. On host spaces with several threads, products with
+/// op(A) = A are split by rows of A and C over the threads.
+template <class ExecutionSpace, class AView, class BView, class CView>
+void gemm(ExecutionSpace const& space, const char* trans_a, const char* trans_b,
+          typename AView::const_value_type alpha, AView const& a, BView const& b,
+          typename CView::const_value_type beta, CView const& c) {
+  std::size_t const m = c.extent(0), n = c.extent(1);
+  std::size_t const k = (trans_a[0] == 'N' || trans_a[0] == 'n') ? a.extent(1) : a.extent(0);
+  int const blocks = (trans_a[0] == 'N' || trans_a[0] == 'n') ? detail::host_blocks(space, m, double(m) * n * k) : 1;
+  if (blocks <= 1) {
+    detail::gemm_kk(space, trans_a, trans_b, alpha, a, b, beta, c);
+    return;
+  }
+  if constexpr (is_host_space_v<ExecutionSpace>) {
+    space.fence();
+    Kokkos::parallel_for(
+        "dpk::blas::gemm_rows", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks).set_chunk_size(1),
+        [=](int const block) {
+          auto const rows = detail::block_rows(m, blocks, block);
+          auto a_rows = Kokkos::subview(a, rows, Kokkos::ALL());
+          auto c_rows = Kokkos::subview(c, rows, Kokkos::ALL());
+          detail::gemm_in_thread(trans_a, trans_b, alpha, a_rows, b, beta, c_rows);
+        });
+    space.fence();
+  }
+}
+
+/// C = beta C + alpha sum_p A_p^T B_p for one or two (A_p, B_p) pairs with the same column
+/// counts (a reduction over the rows of A_p and B_p, as in weight gradients). On host spaces
+/// the rows of all pairs are split over the threads; each thread's block lands in C (the first
+/// block) or in `partials` (extent >= (threads - 1) * rows(C) * cols(C)), which are then added
+/// to C in block order (deterministic for a fixed thread count).
+template <class ExecutionSpace, class AView, class BView, class CView>
+void gemm_tn_sum(ExecutionSpace const& space, typename AView::const_value_type alpha, AView const& a0, BView const& b0,
+                 AView const& a1, BView const& b1, typename CView::const_value_type beta, CView const& c,
+                 View1<typename CView::non_const_value_type, typename CView::memory_space> const& partials) {
+  using Scalar = typename CView::non_const_value_type;
+  std::size_t const m = c.extent(0), n = c.extent(1);
+  std::size_t const rows0 = a0.extent(0), rows1 = a1.extent(0), rows = rows0 + rows1;
+  int blocks = detail::host_blocks(space, rows, double(m) * n * rows);
+  if (blocks > 1 && partials.extent(0) < std::size_t(blocks - 1) * m * n)
+    blocks = static_cast<int>(std::min<std::size_t>(blocks, 1 + partials.extent(0) / std::max<std::size_t>(1, m * n)));
+  if (blocks <= 1) {
+    if (rows0 > 0) detail::gemm_kk(space, "T", "N", alpha, a0, b0, beta, c);
+    if (rows1 > 0) detail::gemm_kk(space, "T", "N", alpha, a1, b1, rows0 > 0 ? Scalar(1) : beta, c);
+    return;
+  }
+  if constexpr (is_host_space_v<ExecutionSpace>) {
+    space.fence();
+    Kokkos::parallel_for(
+        "dpk::blas::gemm_tn_sum", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks).set_chunk_size(1),
+        [=](int const block) {
+          auto const range = detail::block_rows(rows, blocks, block);
+          CView out = block == 0 ? c : CView(partials.data() + std::size_t(block - 1) * m * n, m, n);
+          Scalar const beta_block = block == 0 ? beta : Scalar(0);
+          bool first = true;
+          // The block's rows in pair 0, then in pair 1.
+          auto part = [&](AView const& a, BView const& b, std::size_t offset) {
+            std::size_t const lo = std::max(range.first, offset), hi = std::min(range.second, offset + a.extent(0));
+            if (lo >= hi) return;
+            std::pair<std::size_t, std::size_t> const local{lo - offset, hi - offset};
+            detail::gemm_in_thread("T", "N", alpha, Kokkos::subview(a, local, Kokkos::ALL()),
+                                   Kokkos::subview(b, local, Kokkos::ALL()), first ? beta_block : Scalar(1), out);
+            first = false;
+          };
+          part(a0, b0, 0);
+          part(a1, b1, rows0);
+          if (first && block > 0) {  // no rows in this block (cannot happen with blocks <= rows)
+            for (std::size_t i = 0; i < m * n; ++i) out.data()[i] = Scalar(0);
+          }
+        });
+    Scalar* sum = partials.data();
+    int const extra = blocks - 1;
+    for_each_element(space, "dpk::blas::gemm_tn_sum_reduce", int(m), int(n), KOKKOS_LAMBDA(int const i, int const j) {
+          Scalar s = c(i, j);
+          for (int p = 0; p < extra; ++p) s += sum[(std::size_t(p) * m + i) * n + j];
+          c(i, j) = s;
+        });
+  }
+}
+
+}  // namespace dpk::blas
