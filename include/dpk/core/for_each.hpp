@@ -56,4 +56,44 @@ void for_each_element(ExecutionSpace const& space, char const* label, int rows, 
   }
 }
 
+/// Calls f(m) for 0 <= m < n over the vector lanes of `team` on GPUs; on host teams of one
+/// thread (how dpk launches its per-atom teams) as one plain loop that vectorises, since the
+/// host TeamVectorRange strides by the team size.
+template <class Team, class Functor>
+KOKKOS_FORCEINLINE_FUNCTION void team_vector_for(Team const& team, int n, Functor const& f) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(__SYCL_DEVICE_ONLY__)
+  Kokkos::parallel_for(Kokkos::TeamVectorRange(team, n), f);
+#else
+  if (team.team_size() == 1) {
+    DPK_SIMD_LOOP
+    for (int m = 0; m < n; ++m) f(m);
+  } else {
+    Kokkos::parallel_for(Kokkos::TeamVectorRange(team, n), f);
+  }
+#endif
+}
+
+/// Calls f(r, c) for 0 <= r < rows, 0 <= c < cols within one team: rows over the vector lanes
+/// (columns in order) on GPUs; on host teams of one thread rows in order and each row's
+/// columns as one vectorised loop (for row-major outputs such as a per-atom M1 x M2 block).
+template <class Team, class Functor>
+KOKKOS_FORCEINLINE_FUNCTION void team_vector_for_rows(Team const& team, int rows, int cols, Functor const& f) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(__SYCL_DEVICE_ONLY__)
+  Kokkos::parallel_for(Kokkos::TeamVectorRange(team, rows), [&](int const r) {
+    for (int c = 0; c < cols; ++c) f(r, c);
+  });
+#else
+  if (team.team_size() == 1) {
+    for (int r = 0; r < rows; ++r) {
+      DPK_SIMD_LOOP
+      for (int c = 0; c < cols; ++c) f(r, c);
+    }
+  } else {
+    Kokkos::parallel_for(Kokkos::TeamVectorRange(team, rows), [&](int const r) {
+      for (int c = 0; c < cols; ++c) f(r, c);
+    });
+  }
+#endif
+}
+
 }  // namespace dpk

@@ -11,6 +11,7 @@
 /// constant rows (centre type ti at begin_k + filled_k + ti).
 
 #include <dpk/core/compat.hpp>
+#include <dpk/core/for_each.hpp>
 #include <dpk/core/types.hpp>
 
 #include <vector>
@@ -157,7 +158,8 @@ void gather_embedding_column(ExecutionSpace const& space, SeAInputs<Scalar, Memo
       });
 }
 
-/// T_i = (1/nnei) sum_j G_j^T Rn_j (M1 x 4, empty slots via the constant rows) and
+/// T_i = (1/nnei) sum_j G_j^T Rn_j (M1 x 4, empty slots via the constant rows; every T-shaped
+/// array here is stored transposed, (nloc, 4, M1), so that loops over features are contiguous) and
 /// D_i = T_i T_i<^T (M1 x M2) written to row position(i) of `d` (nloc, M1*M2).
 /// With a tangent (gt, v non-empty): T'_i = (1/nnei) sum_j (G'_j Rn_j^T + G_j v_j^T) and
 /// D' = T' T<^T + T T'<^T instead (T must hold the values already).
@@ -186,32 +188,34 @@ void contract_descriptor(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
         int const i = team.league_rank();
         int const ti = types(i);
         // T_i accumulated slot by slot; each feature m stays with one thread/lane across slots,
-        // and the inner loop over m is contiguous in G.
-        Kokkos::parallel_for(Kokkos::TeamVectorRange(team, m1), [&](int const m) {
-          for (int c = 0; c < 4; ++c) t_out(i, m, c) = Scalar(0);
-        });
+        // and the inner loop over m is contiguous in G and in T (raw row pointers: contiguous
+        // LayoutRight rows, so that host loops vectorise without gathers).
+        Scalar* const tr = &t_out(i, 0, 0);  // (4, m1) block of centre i
+        team_vector_for(team, 4 * m1, [&](int const k) { tr[k] = Scalar(0); });
         for (int tj = 0; tj < ntypes; ++tj) {
           int const row = row_offset(i, tj), first = sel_offset(tj), n = count(i, tj);
           for (int j = 0; j < n; ++j) {
             Scalar const r0 = env(i, first + j, 0) * inv_nnei, r1 = env(i, first + j, 1) * inv_nnei,
                          r2 = env(i, first + j, 2) * inv_nnei, r3 = env(i, first + j, 3) * inv_nnei;
+            Scalar const* const gr = &g(row + j, 0);
             if (!tangent) {
-              Kokkos::parallel_for(Kokkos::TeamVectorRange(team, m1), [&](int const m) {
-                Scalar const gm = g(row + j, m);
-                t_out(i, m, 0) += gm * r0;
-                t_out(i, m, 1) += gm * r1;
-                t_out(i, m, 2) += gm * r2;
-                t_out(i, m, 3) += gm * r3;
+              team_vector_for(team, m1, [&](int const m) {
+                Scalar const gm = gr[m];
+                tr[m] += gm * r0;
+                tr[m1 + m] += gm * r1;
+                tr[2 * m1 + m] += gm * r2;
+                tr[3 * m1 + m] += gm * r3;
               });
             } else {
               Scalar const v0 = v(i, first + j, 0) * inv_nnei, v1 = v(i, first + j, 1) * inv_nnei,
                            v2 = v(i, first + j, 2) * inv_nnei, v3 = v(i, first + j, 3) * inv_nnei;
-              Kokkos::parallel_for(Kokkos::TeamVectorRange(team, m1), [&](int const m) {
-                Scalar const gm = g(row + j, m), gtm = gt(row + j, m);
-                t_out(i, m, 0) += gtm * r0 + gm * v0;
-                t_out(i, m, 1) += gtm * r1 + gm * v1;
-                t_out(i, m, 2) += gtm * r2 + gm * v2;
-                t_out(i, m, 3) += gtm * r3 + gm * v3;
+              Scalar const* const gtr = &gt(row + j, 0);
+              team_vector_for(team, m1, [&](int const m) {
+                Scalar const gm = gr[m], gtm = gtr[m];
+                tr[m] += gtm * r0 + gm * v0;
+                tr[m1 + m] += gtm * r1 + gm * v1;
+                tr[2 * m1 + m] += gtm * r2 + gm * v2;
+                tr[3 * m1 + m] += gtm * r3 + gm * v3;
               });
             }
           }
@@ -221,34 +225,38 @@ void contract_descriptor(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
             Scalar const w = Scalar(empty) * inv_nnei;
             Scalar const e0 = empty_row(ti, tj, 0) * w, e1 = empty_row(ti, tj, 1) * w, e2 = empty_row(ti, tj, 2) * w,
                          e3 = empty_row(ti, tj, 3) * w;
-            int const crow = const_base(k) + ti;
-            Kokkos::parallel_for(Kokkos::TeamVectorRange(team, m1), [&](int const m) {
-              Scalar const gm = g(crow, m);
-              t_out(i, m, 0) += gm * e0;
-              t_out(i, m, 1) += gm * e1;
-              t_out(i, m, 2) += gm * e2;
-              t_out(i, m, 3) += gm * e3;
+            Scalar const* const gr = &g(const_base(k) + ti, 0);
+            team_vector_for(team, m1, [&](int const m) {
+              Scalar const gm = gr[m];
+              tr[m] += gm * e0;
+              tr[m1 + m] += gm * e1;
+              tr[2 * m1 + m] += gm * e2;
+              tr[3 * m1 + m] += gm * e3;
             });
           }
         }
         team.team_barrier();
-        int const p = position(i);
-        Kokkos::parallel_for(Kokkos::TeamVectorRange(team, m1), [&](int const m) {
-          for (int n = 0; n < m2; ++n) {
+        // D_i(m, n) = sum_c T(c, m) T(c, n) (tangent: T'(c, m) T(c, n) + T(c, m) T'(c, n)).
+        Scalar const* const tv = tangent ? &t_value(i, 0, 0) : tr;
+        Scalar* const dr = &d(position(i), 0);
+        if (!tangent) {
+          team_vector_for_rows(team, m1, m2, [&](int const m, int const n) {
             Scalar sum = 0;
-            if (!tangent) {
-              for (int c = 0; c < 4; ++c) sum += t_out(i, m, c) * t_out(i, n, c);
-            } else {
-              for (int c = 0; c < 4; ++c) sum += t_out(i, m, c) * t_value(i, n, c) + t_value(i, m, c) * t_out(i, n, c);
-            }
-            d(p, m * m2 + n) = sum;
-          }
-        });
+            for (int c = 0; c < 4; ++c) sum += tr[c * m1 + m] * tr[c * m1 + n];
+            dr[m * m2 + n] = sum;
+          });
+        } else {
+          team_vector_for_rows(team, m1, m2, [&](int const m, int const n) {
+            Scalar sum = 0;
+            for (int c = 0; c < 4; ++c) sum += tr[c * m1 + m] * tv[c * m1 + n] + tv[c * m1 + m] * tr[c * m1 + n];
+            dr[m * m2 + n] = sum;
+          });
+        }
       });
 }
 
 /// Cotangent of T from a cotangent of D (M1 x M2, row position(i) of `gd`):
-/// out = gD T< + pad(gD^T T), written (accumulate = false) or added (true) into `out` (nloc, M1, 4).
+/// out = gD T< + pad(gD^T T), written (accumulate = false) or added (true) into `out` (nloc, 4, M1).
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 void descriptor_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
                           MatrixView<Scalar, MemorySpace> gd, View3<Scalar, MemorySpace> const& t,
@@ -263,15 +271,15 @@ void descriptor_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemoryS
         Scalar acc[4] = {0, 0, 0, 0};
         for (int n = 0; n < m2; ++n) {
           Scalar const gmn = gd(p, m * m2 + n);
-          for (int c = 0; c < 4; ++c) acc[c] += gmn * t(i, n, c);
+          for (int c = 0; c < 4; ++c) acc[c] += gmn * t(i, c, n);
         }
         if (m < m2) {
           for (int mm = 0; mm < m1; ++mm) {
             Scalar const gmm = gd(p, mm * m2 + m);
-            for (int c = 0; c < 4; ++c) acc[c] += gmm * t(i, mm, c);
+            for (int c = 0; c < 4; ++c) acc[c] += gmm * t(i, c, mm);
           }
         }
-        for (int c = 0; c < 4; ++c) out(i, m, c) = (accumulate ? out(i, m, c) : Scalar(0)) + acc[c];
+        for (int c = 0; c < 4; ++c) out(i, c, m) = (accumulate ? out(i, c, m) : Scalar(0)) + acc[c];
       });
 }
 
@@ -314,22 +322,25 @@ void embedding_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
       "dpk::descriptor::SeA::Embedding_cotangent", Kokkos::TeamPolicy<ExecutionSpace>(space, in.nloc, 1, lanes),
       KOKKOS_LAMBDA(Team const& team) {
         int const i = team.league_rank();
+        Scalar const* const gr = &gtm(i, 0, 0);             // (4, m1) block of centre i
+        Scalar const* const ar = with_v ? &a(i, 0, 0) : gr;  // (4, m1) block of centre i
         for (int tj = 0; tj < ntypes; ++tj) {
           int const row = row_offset(i, tj), first = sel_offset(tj), n = count(i, tj);
           for (int j = 0; j < n; ++j) {
             int const slot = first + j;
             Scalar const r0 = env(i, slot, 0) * inv_nnei, r1 = env(i, slot, 1) * inv_nnei,
                          r2 = env(i, slot, 2) * inv_nnei, r3 = env(i, slot, 3) * inv_nnei;
+            Scalar* const out = &gg(row + j, 0);
             if (with_v) {
               Scalar const v0 = v(i, slot, 0) * inv_nnei, v1 = v(i, slot, 1) * inv_nnei,
                            v2 = v(i, slot, 2) * inv_nnei, v3 = v(i, slot, 3) * inv_nnei;
-              Kokkos::parallel_for(Kokkos::TeamVectorRange(team, m1), [&](int const m) {
-                gg(row + j, m) = gtm(i, m, 0) * r0 + gtm(i, m, 1) * r1 + gtm(i, m, 2) * r2 + gtm(i, m, 3) * r3 +
-                                 a(i, m, 0) * v0 + a(i, m, 1) * v1 + a(i, m, 2) * v2 + a(i, m, 3) * v3;
+              team_vector_for(team, m1, [&](int const m) {
+                out[m] = gr[m] * r0 + gr[m1 + m] * r1 + gr[2 * m1 + m] * r2 + gr[3 * m1 + m] * r3 + ar[m] * v0 +
+                         ar[m1 + m] * v1 + ar[2 * m1 + m] * v2 + ar[3 * m1 + m] * v3;
               });
             } else {
-              Kokkos::parallel_for(Kokkos::TeamVectorRange(team, m1), [&](int const m) {
-                gg(row + j, m) = gtm(i, m, 0) * r0 + gtm(i, m, 1) * r1 + gtm(i, m, 2) * r2 + gtm(i, m, 3) * r3;
+              team_vector_for(team, m1, [&](int const m) {
+                out[m] = gr[m] * r0 + gr[m1 + m] * r1 + gr[2 * m1 + m] * r2 + gr[3 * m1 + m] * r3;
               });
             }
           }
@@ -352,8 +363,8 @@ void embedding_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
           int const empty = block - count(i, tj);
           if (types(i) != ti || empty == 0) continue;
           Scalar const w = Scalar(empty);
-          Kokkos::parallel_for(Kokkos::TeamVectorRange(team, m1), [&](int const m) {
-            gg(crow, m) += w * (gtm(i, m, 0) * e0 + gtm(i, m, 1) * e1 + gtm(i, m, 2) * e2 + gtm(i, m, 3) * e3);
+          team_vector_for(team, m1, [&](int const m) {
+            gg(crow, m) += w * (gtm(i, 0, m) * e0 + gtm(i, 1, m) * e1 + gtm(i, 2, m) * e2 + gtm(i, 3, m) * e3);
           });
         }
       });
@@ -384,7 +395,7 @@ void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, Memory
         Scalar acc[4] = {0, 0, 0, 0};
         for (int m = 0; m < m1; ++m) {
           Scalar const gm = g(row, m);
-          for (int c = 0; c < 4; ++c) acc[c] += a(i, m, c) * gm;
+          for (int c = 0; c < 4; ++c) acc[c] += a(i, c, m) * gm;
         }
         for (int c = 0; c < 4; ++c) out(i, slot, c) = acc[c] * inv_nnei;
         out(i, slot, 0) += gs(row, 0);

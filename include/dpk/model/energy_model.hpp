@@ -359,10 +359,10 @@ class EnergyModel {
     ensure_extent(gs_, rows);
     ensure_extent(gg_, rows * m1_);
     ensure_extent(ggt_, rows * m1_);
-    ensure_extent(t_, nloc, m1_, 4);
-    ensure_extent(tt_, nloc, m1_, 4);
-    ensure_extent(a_, nloc, m1_, 4);
-    ensure_extent(gtm_, nloc, m1_, 4);
+    ensure_extent(t_, nloc, 4, m1_);
+    ensure_extent(tt_, nloc, 4, m1_);
+    ensure_extent(a_, nloc, 4, m1_);
+    ensure_extent(gtm_, nloc, 4, m1_);
     ensure_extent(d_, nloc * width);
     ensure_extent(dt_, nloc * width);
     ensure_extent(gd_, nloc * width);
