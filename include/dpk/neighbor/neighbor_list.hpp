@@ -4,7 +4,10 @@
 /// reverse index (for every atom, the (centre, slot) pairs that point at it).
 
 #include <dpk/core/error.hpp>
+#include <dpk/core/for_each.hpp>
 #include <dpk/core/types.hpp>
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -57,7 +60,8 @@ struct NeighborList {
   View1<int, MemorySpace> reverse_offset{"dpk::neighbor::reverse_offset", 0};
   View1<int, MemorySpace> reverse_pair{"dpk::neighbor::reverse_pair", 0};
   int reverse_nloc = -1;  ///< nloc for which the reverse index was built (-1: not built)
-  /// Cursor workspace of the reverse fill.
+  /// Cursor workspace of the reverse fill (host spaces: per-thread-chunk counts and cursors,
+  /// chunks * (nloc + 1)).
   View1<int, MemorySpace> reverse_cursor{"dpk::neighbor::reverse_cursor", 0};
   /// (nloc * nnei) position in reverse_pair of each filled (centre, slot); undefined for empty slots.
   View1<int, MemorySpace> reverse_position{"dpk::neighbor::reverse_position", 0};
@@ -67,74 +71,124 @@ struct NeighborList {
   View2<Scalar, MemorySpace> pair_force{"dpk::neighbor::pair_force", 0, 3};
 };
 
-/// Fills list.reverse_offset / reverse_pair from list.index (counting sort by neighbour atom,
-/// then each atom's segment sorted so results do not depend on the thread count).
+/// Fills list.reverse_offset / reverse_pair (and reverse_position, reverse_rij) from list.index.
+/// Every segment comes out in ascending pair order, for any thread count. Host spaces: each
+/// thread counts and then fills a contiguous chunk of centres into its own cursors (no atomics,
+/// no sort). Device spaces: atomic counting sort, then each segment sorted.
 /// NeighborSearch::build calls this; call it yourself only for lists filled by hand.
 template <class Scalar, class ExecutionSpace>
 void build_reverse_neighbors(ExecutionSpace const& space,
                              NeighborList<Scalar, typename ExecutionSpace::memory_space>& list) {
   int const nloc = list.nloc, nnei = list.nnei;
   require(nloc >= 0 && nnei >= 0, "build_reverse_neighbors: negative nloc or nnei");
+  std::size_t const pairs = std::size_t(nloc) * std::size_t(nnei) + 1;
   ensure_extent(list.reverse_offset, nloc + 1);
-  ensure_extent(list.reverse_cursor, nloc + 1);
-  ensure_extent(list.reverse_pair, std::size_t(nloc) * std::size_t(nnei) + 1);
-  ensure_extent(list.reverse_position, std::size_t(nloc) * std::size_t(nnei) + 1);
-  ensure_extent(list.reverse_rij, std::size_t(nloc) * std::size_t(nnei) + 1, 3);
-  ensure_extent(list.pair_force, std::size_t(nloc) * std::size_t(nnei) + 1, 3);
+  ensure_extent(list.reverse_pair, pairs);
+  ensure_extent(list.reverse_position, pairs);
+  ensure_extent(list.reverse_rij, pairs, 3);
+  ensure_extent(list.pair_force, pairs, 3);
   auto index = list.index;
   auto offset = list.reverse_offset;
-  auto cursor = list.reverse_cursor;
   auto pair = list.reverse_pair;
-  using Range = Kokkos::RangePolicy<ExecutionSpace>;
-  Kokkos::deep_copy(space, Kokkos::subview(cursor, std::make_pair(0, nloc + 1)), 0);
-  Kokkos::parallel_for(
-      "dpk::neighbor::ReverseCount", Range(space, 0, nloc), KOKKOS_LAMBDA(int i) {
-        for (int s = 0; s < nnei; ++s) {
-          int const n = index(i, s);
-          if (n >= 0) Kokkos::atomic_increment(&cursor(n));
-        }
-      });
-  Kokkos::parallel_scan(
-      "dpk::neighbor::ReverseOffsets", Range(space, 0, nloc + 1), KOKKOS_LAMBDA(int n, int& partial, bool final) {
-        int const c = n < nloc ? cursor(n) : 0;
-        if (final) offset(n) = partial;
-        partial += c;
-      });
-  Kokkos::parallel_for(
-      "dpk::neighbor::ReverseCursor", Range(space, 0, nloc), KOKKOS_LAMBDA(int n) { cursor(n) = offset(n); });
-  Kokkos::parallel_for(
-      "dpk::neighbor::ReverseFill", Range(space, 0, nloc), KOKKOS_LAMBDA(int i) {
-        for (int s = 0; s < nnei; ++s) {
-          int const n = index(i, s);
-          if (n >= 0) pair(Kokkos::atomic_fetch_add(&cursor(n), 1)) = i * nnei + s;
-        }
-      });
-  Kokkos::parallel_for(
-      "dpk::neighbor::ReverseSort", Range(space, 0, nloc), KOKKOS_LAMBDA(int n) {
-        // Insertion sort: segments are short and nearly sorted (filled in centre order per thread).
-        int const begin = offset(n), end = offset(n + 1);
-        for (int a = begin + 1; a < end; ++a) {
-          int const value = pair(a);
-          int b = a;
-          while (b > begin && pair(b - 1) > value) {
-            pair(b) = pair(b - 1);
-            --b;
-          }
-          pair(b) = value;
-        }
-      });
   auto position = list.reverse_position;
   auto reverse_rij = list.reverse_rij;
   auto rij = list.rij;
-  Kokkos::parallel_for(
-      "dpk::neighbor::ReversePositions", Range(space, 0, nloc), KOKKOS_LAMBDA(int n) {
-        for (int p = offset(n); p < offset(n + 1); ++p) {
-          int const e = pair(p);
+  using Range = Kokkos::RangePolicy<ExecutionSpace>;
+  if constexpr (is_host_space_v<ExecutionSpace>) {
+    int const chunks = std::max(1, std::min(int(space.concurrency()), nloc));
+    std::size_t const stride = std::size_t(nloc) + 1;
+    ensure_extent(list.reverse_cursor, std::size_t(chunks) * stride);
+    int* const cursor = list.reverse_cursor.data();
+    auto first_centre = [=](int c) { return int(std::int64_t(nloc) * c / chunks); };
+    Kokkos::parallel_for("dpk::neighbor::ReverseCount", Range(space, 0, chunks).set_chunk_size(1), [=](int c) {
+      int* const count = cursor + c * stride;
+      for (int n = 0; n < nloc; ++n) count[n] = 0;
+      for (int i = first_centre(c); i < first_centre(c + 1); ++i)
+        for (int s = 0; s < nnei; ++s) {
+          int const n = index(i, s);
+          if (n >= 0) ++count[n];
+        }
+    });
+    // Segment n starts at offset(n); inside it chunk c starts after the chunks before it.
+    Kokkos::parallel_scan("dpk::neighbor::ReverseOffsets", Range(space, 0, nloc + 1),
+                          [=](int n, int& partial, bool final) {
+                            int total = 0;
+                            if (n < nloc)
+                              for (int c = 0; c < chunks; ++c) total += cursor[c * stride + n];
+                            if (final) {
+                              offset(n) = partial;
+                              int start = partial;
+                              if (n < nloc)
+                                for (int c = 0; c < chunks; ++c) {
+                                  int const k = cursor[c * stride + n];
+                                  cursor[c * stride + n] = start;
+                                  start += k;
+                                }
+                            }
+                            partial += total;
+                          });
+    Kokkos::parallel_for("dpk::neighbor::ReverseFill", Range(space, 0, chunks).set_chunk_size(1), [=](int c) {
+      int* const next = cursor + c * stride;
+      for (int i = first_centre(c); i < first_centre(c + 1); ++i)
+        for (int s = 0; s < nnei; ++s) {
+          int const n = index(i, s);
+          if (n < 0) continue;
+          int const p = next[n]++, e = i * nnei + s;
+          pair(p) = e;
           position(e) = p;
-          int const i = e / nnei, s = e - i * nnei;
           for (int d = 0; d < 3; ++d) reverse_rij(p, d) = rij(i, s, d);
         }
-      });
+    });
+  } else {
+    ensure_extent(list.reverse_cursor, nloc + 1);
+    auto cursor = list.reverse_cursor;
+    Kokkos::deep_copy(space, Kokkos::subview(cursor, std::make_pair(0, nloc + 1)), 0);
+    Kokkos::parallel_for(
+        "dpk::neighbor::ReverseCount", Range(space, 0, nloc), KOKKOS_LAMBDA(int i) {
+          for (int s = 0; s < nnei; ++s) {
+            int const n = index(i, s);
+            if (n >= 0) Kokkos::atomic_increment(&cursor(n));
+          }
+        });
+    Kokkos::parallel_scan(
+        "dpk::neighbor::ReverseOffsets", Range(space, 0, nloc + 1), KOKKOS_LAMBDA(int n, int& partial, bool final) {
+          int const c = n < nloc ? cursor(n) : 0;
+          if (final) offset(n) = partial;
+          partial += c;
+        });
+    Kokkos::parallel_for(
+        "dpk::neighbor::ReverseCursor", Range(space, 0, nloc), KOKKOS_LAMBDA(int n) { cursor(n) = offset(n); });
+    Kokkos::parallel_for(
+        "dpk::neighbor::ReverseFill", Range(space, 0, nloc), KOKKOS_LAMBDA(int i) {
+          for (int s = 0; s < nnei; ++s) {
+            int const n = index(i, s);
+            if (n >= 0) pair(Kokkos::atomic_fetch_add(&cursor(n), 1)) = i * nnei + s;
+          }
+        });
+    Kokkos::parallel_for(
+        "dpk::neighbor::ReverseSort", Range(space, 0, nloc), KOKKOS_LAMBDA(int n) {
+          // Insertion sort: segments are short.
+          int const begin = offset(n), end = offset(n + 1);
+          for (int a = begin + 1; a < end; ++a) {
+            int const value = pair(a);
+            int b = a;
+            while (b > begin && pair(b - 1) > value) {
+              pair(b) = pair(b - 1);
+              --b;
+            }
+            pair(b) = value;
+          }
+        });
+    Kokkos::parallel_for(
+        "dpk::neighbor::ReversePositions", Range(space, 0, nloc), KOKKOS_LAMBDA(int n) {
+          for (int p = offset(n); p < offset(n + 1); ++p) {
+            int const e = pair(p);
+            position(e) = p;
+            int const i = e / nnei, s = e - i * nnei;
+            for (int d = 0; d < 3; ++d) reverse_rij(p, d) = rij(i, s, d);
+          }
+        });
+  }
   list.reverse_nloc = nloc;
 }
 

@@ -2,6 +2,7 @@
 /// \file neighbor_search.hpp
 /// \brief O(N) neighbour search on the device, formatted the way DeePMD-kit formats its lists.
 
+#include <Kokkos_UniqueToken.hpp>
 #include <cstdint>
 #include <dpk/core/compat.hpp>
 #include <dpk/core/error.hpp>
@@ -122,8 +123,14 @@ class NeighborSearch {
     detail::ensure_rows(out.index, nloc, nnei);
     detail::ensure_rows(out.rij, nloc, nnei, 3);
     detail::ensure_rows(out.count, nloc, ntypes);
-    detail::ensure_rows(key_, nloc, nnei);
-    detail::ensure_rows(image_, nloc, nnei);
+    // Candidate rows are scratch of one centre at a time: with fewer threads than centres each
+    // thread reuses its own row (cache-resident), else one row per centre.
+    using Token = Kokkos::Experimental::UniqueToken<ExecutionSpace>;
+    Token token(space);
+    bool const per_thread = int(token.size()) < nloc;
+    int const scratch_rows = per_thread ? int(token.size()) : nloc;
+    detail::ensure_rows(key_, scratch_rows, nnei);
+    detail::ensure_rows(image_, scratch_rows, nnei);
 
     auto index = out.index;
     auto rij = out.rij;
@@ -188,8 +195,9 @@ class NeighborSearch {
           };
           Scalar const prune2 = prune * prune;
           for (int t = 0; t < ntypes; ++t) count(i, t) = 0;
-          std::uint64_t* const key_row = &key(i, 0);  // raw rows: no stride reloads in the loops
-          int* const image_row = &image(i, 0);
+          int const scratch = per_thread ? token.acquire() : i;
+          std::uint64_t* const key_row = &key(scratch, 0);  // raw rows: no stride reloads in the loops
+          int* const image_row = &image(scratch, 0);
           int* const count_row = &count(i, 0);
           std::uint64_t sorted_mask = 0;  // blocks already sorted (after an overflow)
           int w0 = w_first[0], m0 = m_first[0];
@@ -303,6 +311,7 @@ class NeighborSearch {
               rij(i, s, 0) = rij(i, s, 1) = rij(i, s, 2) = Scalar(0);
             }
           }
+          if (per_thread) token.release(scratch);
         },
         dropped);
     out.dropped = dropped;
