@@ -78,11 +78,16 @@ void check_reverse(dpk::NeighborList<Scalar, Mem> const& list) {
   long filled = 0;
   for (int i = 0; i < list.nloc; ++i)
     for (int s = 0; s < list.nnei; ++s) filled += h.index(i, s) >= 0;
+  auto position = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), list.reverse_position);
+  auto reverse_rij = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), list.reverse_rij);
   CHECK(offset(list.nloc) == filled);
   for (int n = 0; n < list.nloc; ++n)
     for (int e = offset(n); e < offset(n + 1); ++e) {
-      CHECK(h.index(pair(e) / list.nnei, pair(e) % list.nnei) == n);
+      int const centre = pair(e) / list.nnei, slot = pair(e) % list.nnei;
+      CHECK(h.index(centre, slot) == n);
       if (e > offset(n)) CHECK(pair(e) > pair(e - 1));
+      CHECK(position(pair(e)) == e);
+      for (int d = 0; d < 3; ++d) CHECK(reverse_rij(e, d) == h.rij(centre, slot, d));
     }
 }
 
