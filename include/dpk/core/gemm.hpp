@@ -85,6 +85,13 @@ void gemm_tn_sum(ExecutionSpace const& space, typename AView::const_value_type a
   int blocks = detail::host_blocks(space, rows, double(m) * n * rows);
   if (blocks > 1 && partials.extent(0) < std::size_t(blocks - 1) * m * n)
     blocks = static_cast<int>(std::min<std::size_t>(blocks, 1 + partials.extent(0) / std::max<std::size_t>(1, m * n)));
+  if (rows == 0) {  // empty sum: C = beta C
+    Scalar const scale = beta;
+    for_each_element(space, "dpk::blas::gemm_tn_sum_scale", int(m), int(n), KOKKOS_LAMBDA(int const i, int const j) {
+          c(i, j) = scale == Scalar(0) ? Scalar(0) : scale * c(i, j);
+        });
+    return;
+  }
   if (blocks <= 1) {
     if (rows0 > 0) detail::gemm_kk(space, "T", "N", alpha, a0, b0, beta, c);
     if (rows1 > 0) detail::gemm_kk(space, "T", "N", alpha, a1, b1, rows0 > 0 ? Scalar(1) : beta, c);

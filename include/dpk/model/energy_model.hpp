@@ -506,7 +506,12 @@ class EnergyModel {
     int const nloc = in_.nloc, width = m1_ * m2_, rows = in_.rows.total_rows;
     Scalar* params = params_.data();
     Scalar* grads = grad_.data();
-    Kokkos::deep_copy(space, grad_, Scalar(0));
+    // Every net's reverse pass runs once and overwrites its own gradient, except fitting nets of
+    // types absent from the batch: then the whole buffer is zeroed and the passes accumulate.
+    bool all_types = true;
+    for (int t = 0; t < ntypes_; ++t) all_types = all_types && type_begin_[t + 1] > type_begin_[t];
+    if (!all_types) Kokkos::deep_copy(space, grad_, Scalar(0));
+    bool const accumulate = !all_types;
     force_virial_adjoint(space, cf_, cw_, env_, nlist_, natoms_, v_);
     // Tangent pass.
     gather_embedding_column(space, in_, v_, false, Matrix(st_.data(), rows, 1));
@@ -534,7 +539,8 @@ class EnergyModel {
       int const r0 = type_begin_[t], r1 = type_begin_[t + 1], n = r1 - r0;
       if (n == 0) continue;
       fitting_net_.reverse(space, params, grads, t, window(d_, r0, n, width), window(dt_, r0, n, width), r0, r1,
-                           window(fit_seed_, r0, n, 1), window(fit_ones_, r0, n, 1), window(gd_, r0, n, width));
+                           window(fit_seed_, r0, n, 1), window(fit_ones_, r0, n, 1), window(gd_, r0, n, width),
+                           accumulate);
     }
     // gT = Gamma T< + pad(Gamma^T T) + Delta T'< + pad(Delta^T T');  gT' = A (first-order pass).
     descriptor_cotangent(space, in_, Matrix(gd_.data(), nloc, width), t_, gtm_, false);
@@ -544,7 +550,7 @@ class EnergyModel {
     for (int k = 0; k < in_.rows.nnets; ++k) {
       int const r0 = in_.rows.begin[k], r1 = r0 + in_.rows.filled[k] + ntypes_, n = r1 - r0;
       embedding_.reverse(space, params, grads, k, window(s_, r0, n, 1), window(st_, r0, n, 1), r0, r1,
-                         window(gg_, r0, n, m1_), window(ggt_, r0, n, m1_), Matrix());
+                         window(gg_, r0, n, m1_), window(ggt_, r0, n, m1_), Matrix(), accumulate);
     }
   }
 

@@ -125,8 +125,7 @@ class NeighborSearch {
     detail::ensure_rows(out.count, nloc, ntypes);
     // Candidate rows are scratch of one centre at a time: with fewer threads than centres each
     // thread reuses its own row (cache-resident), else one row per centre.
-    using Token = Kokkos::Experimental::UniqueToken<ExecutionSpace>;
-    Token token(space);
+    auto token = token_;
     bool const per_thread = int(token.size()) < nloc;
     int const scratch_rows = per_thread ? int(token.size()) : nloc;
     detail::ensure_rows(key_, scratch_rows, nnei);
@@ -325,6 +324,8 @@ class NeighborSearch {
   View1<int, memory_space> sel_device_, sel_offset_device_;
   View2<std::uint64_t, memory_space> key_{"dpk::neighbor::key", 0, 0};
   View2<int, memory_space> image_{"dpk::neighbor::image", 0, 0};
+  /// Thread ids for the per-thread candidate rows (made once: on GPUs it owns an allocation).
+  Kokkos::Experimental::UniqueToken<ExecutionSpace> token_;
 };
 
 }  // namespace dpk

@@ -255,8 +255,8 @@ struct ReverseScratch {
 
 /// Combined reverse pass over values and tangents (SPEC.md section 8) for one layer.
 /// Inputs: x, xt (R, n_in) the layer's input value/tangent; h, zt (R, n_out) from the forward
-/// and tangent passes; g, gt (R, n_out) the output cotangents. Accumulates (+=) dW, db, didt
-/// into `grad`; writes gx (R, n_in) unless empty.
+/// and tangent passes; g, gt (R, n_out) the output cotangents. Accumulates (+=, or writes when
+/// `accumulate` is false) dW, db, didt into `grad`; writes gx (R, n_in) unless empty.
 /// The tangent cotangents follow the same linear recursion as the first-order backward pass
 /// (layer_backward_input) when seeded alike, so the caller passes that pass's gz as `gzt`
 /// (R, n_out) and gets the input tangent cotangent from there too: no GEMM is spent on it here.
@@ -266,7 +266,8 @@ void layer_reverse(ExecutionSpace const& space, LayerShape const& shape, LayerPa
                    MatrixView<Scalar, MemorySpace> xt, MatrixView<Scalar, MemorySpace> h,
                    MatrixView<Scalar, MemorySpace> zt, MatrixView<Scalar, MemorySpace> g,
                    MatrixView<Scalar, MemorySpace> gt, MatrixView<Scalar, MemorySpace> gzt,
-                   ReverseScratch<Scalar, MemorySpace> const& scratch, MatrixView<Scalar, MemorySpace> gx) {
+                   ReverseScratch<Scalar, MemorySpace> const& scratch, MatrixView<Scalar, MemorySpace> gx,
+                   bool accumulate = true) {
   int const rows = static_cast<int>(g.extent(0));
   if (rows == 0) return;
   int const n_out = shape.n_out;
@@ -293,9 +294,10 @@ void layer_reverse(ExecutionSpace const& space, LayerShape const& shape, LayerPa
   MatrixView<Scalar, MemorySpace> ones_r(scratch.ones.data(), rows, 1);
   // dW += x^T gz + x'^T gz';  db += 1^T gz;  didt += 1^T (h g + h' g')
   MatrixView<Scalar, MemorySpace> none;
-  blas::gemm_tn_sum(space, Scalar(1), x, gz_use, xt, gzt_use, Scalar(1), grad.w, scratch.partials);
-  blas::gemm_tn_sum(space, Scalar(1), ones_r, gz_use, none, none, Scalar(1), grad.b, scratch.partials);
-  if (has_idt) blas::gemm_tn_sum(space, Scalar(1), ones_r, product, none, none, Scalar(1), grad.idt, scratch.partials);
+  Scalar const beta = accumulate ? Scalar(1) : Scalar(0);
+  blas::gemm_tn_sum(space, Scalar(1), x, gz_use, xt, gzt_use, beta, grad.w, scratch.partials);
+  blas::gemm_tn_sum(space, Scalar(1), ones_r, gz_use, none, none, beta, grad.b, scratch.partials);
+  if (has_idt) blas::gemm_tn_sum(space, Scalar(1), ones_r, product, none, none, beta, grad.idt, scratch.partials);
   if (gx.extent(0) > 0) {
     Scalar const beta = layer_skip_cotangent(space, shape, g, gx);
     blas::gemm(space, "N", "T", Scalar(1), gz_use, p.w, beta, gx);

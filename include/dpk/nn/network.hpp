@@ -128,9 +128,10 @@ class NetworkFamily {
   /// [r0, r1): value seed g_out (R, n_output()), tangent seed gt_out, which must be the seed
   /// of the backward_input() call made on these rows since the last forward (its per-layer
   /// cotangents are the tangent cotangents here). Accumulates parameter gradients into `grads`
-  /// (same layout as params); writes the input value cotangent g_in (R, n_input()) unless empty.
+  /// (same layout as params; `accumulate` false: overwrites this net's gradient instead); writes
+  /// the input value cotangent g_in (R, n_input()) unless empty.
   void reverse(ExecutionSpace const& space, Scalar* params, Scalar* grads, int net, Matrix x0, Matrix x0t, int r0,
-               int r1, Matrix g_out, Matrix gt_out, Matrix g_in) {
+               int r1, Matrix g_out, Matrix gt_out, Matrix g_in, bool accumulate = true) {
     int const rows = r1 - r0;
     Matrix g = g_out;
     for (int l = num_layers() - 1; l >= 0; --l) {
@@ -143,7 +144,7 @@ class NetworkFamily {
       ReverseScratch<Scalar, memory_space> scratch{Matrix(gz_.data(), rows, n), Matrix(product_.data(), rows, n),
                                                    Matrix(ones_.data(), rows, 1), partials_};
       layer_reverse(space, s, param(params, net, l), param(grads, net, l), x, xt, rows_of(h_[l], n, r0, r1),
-                    rows_of(zt_[l], n, r0, r1), g, gt, rows_of(gz1_[l], n, r0, r1), scratch, gx);
+                    rows_of(zt_[l], n, r0, r1), g, gt, rows_of(gz1_[l], n, r0, r1), scratch, gx, accumulate);
       g = gx;
     }
   }
