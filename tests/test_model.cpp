@@ -153,6 +153,7 @@ struct SmallSystem {
   int natoms, nframes;
   std::vector<double> coord, box;
   std::vector<int> types;
+  // `ntypes` distinct types cycle over the atoms (types >= ntypes never appear).
   SmallSystem(int ntypes, int natoms_, int nframes_, unsigned seed) : natoms(natoms_), nframes(nframes_) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<double> u(0.0, 1.0);
@@ -231,10 +232,12 @@ TEST_CASE("loss gradient equals central finite differences for every parameter t
     int ntypes;
     bool tos, resnet_dt;
     double pe, pf, pv;
+    int present = 0;  ///< types that occur in the frames (0: all)
   };
   std::vector<Case> cases = {
       {2, true, false, 1.0, 0.0, 0.0},  {2, true, true, 0.0, 1.0, 0.0},   {2, false, true, 0.0, 0.0, 1.0},
       {3, false, false, 0.5, 2.0, 0.7}, {3, true, true, 0.3, 1.0, 0.2},   {2, false, false, 0.0, 1.0, 0.0},
+      {3, true, true, 0.3, 1.0, 0.2, 2},  // type 2 absent from the batch: its fitting net gets zero gradient
   };
   for (auto const& c : cases) {
     CAPTURE(c.ntypes);
@@ -243,7 +246,8 @@ TEST_CASE("loss gradient equals central finite differences for every parameter t
     CAPTURE(c.pe);
     CAPTURE(c.pf);
     CAPTURE(c.pv);
-    SmallSystem sys(c.ntypes, 14, 2, 11 + c.ntypes);
+    CAPTURE(c.present);
+    SmallSystem sys(c.present > 0 ? c.present : c.ntypes, 14, 2, 11 + c.ntypes);
     dpk::EnergyModel<double, Space> model(small_descriptor(c.ntypes, c.tos, c.resnet_dt), small_fitting(c.resnet_dt),
                                           c.ntypes);
     model.initialize_parameters(5);
@@ -252,6 +256,9 @@ TEST_CASE("loss gradient equals central finite differences for every parameter t
     auto frames = make_frames<double>(sys.coord, sys.box, sys.types, sys.nframes);
     auto labels = random_labels<double>(sys.nframes, sys.nframes * sys.natoms, c.pv > 0, 3);
     dpk::LossPrefactors pref{c.pe, c.pf, c.pv};
+    // A step with other prefactors first: the gradient buffer then holds stale values that the
+    // next step must overwrite (or zero) everywhere.
+    model.loss_and_gradient(Space(), frames, labels, dpk::LossPrefactors{1.0, 1.0, c.pv > 0 ? 1.0 : 0.0});
     model.loss_and_gradient(Space(), frames, labels, pref);
     auto grad = model.gradient_host();
     auto params = model.parameters_host();
