@@ -158,6 +158,19 @@ void gather_embedding_column(ExecutionSpace const& space, SeAInputs<Scalar, Memo
       });
 }
 
+/// T(c, m) += g(m) r_c for the 4 x M1 block `t` (rows of M1 features) of one centre.
+template <class Team, class Scalar>
+KOKKOS_INLINE_FUNCTION void add_outer_product(Team const& team, Scalar* t, Scalar const* g, int m1, Scalar r0,
+                                              Scalar r1, Scalar r2, Scalar r3) {
+  team_vector_for(team, m1, [&](int const m) {
+    Scalar const gm = g[m];
+    t[m] += gm * r0;
+    t[m1 + m] += gm * r1;
+    t[2 * m1 + m] += gm * r2;
+    t[3 * m1 + m] += gm * r3;
+  });
+}
+
 /// T_i = (1/nnei) sum_j G_j^T Rn_j (M1 x 4, empty slots via the constant rows; every T-shaped
 /// array here is stored transposed, (nloc, 4, M1), so that loops over features are contiguous) and
 /// D_i = T_i T_i<^T (M1 x M2) written to row position(i) of `d` (nloc, M1*M2).
@@ -199,13 +212,7 @@ void contract_descriptor(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
                          r2 = env(i, first + j, 2) * inv_nnei, r3 = env(i, first + j, 3) * inv_nnei;
             Scalar const* const gr = &g(row + j, 0);
             if (!tangent) {
-              team_vector_for(team, m1, [&](int const m) {
-                Scalar const gm = gr[m];
-                tr[m] += gm * r0;
-                tr[m1 + m] += gm * r1;
-                tr[2 * m1 + m] += gm * r2;
-                tr[3 * m1 + m] += gm * r3;
-              });
+              add_outer_product(team, tr, gr, m1, r0, r1, r2, r3);
             } else {
               Scalar const v0 = v(i, first + j, 0) * inv_nnei, v1 = v(i, first + j, 1) * inv_nnei,
                            v2 = v(i, first + j, 2) * inv_nnei, v3 = v(i, first + j, 3) * inv_nnei;
@@ -226,13 +233,7 @@ void contract_descriptor(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
             Scalar const e0 = empty_row(ti, tj, 0) * w, e1 = empty_row(ti, tj, 1) * w, e2 = empty_row(ti, tj, 2) * w,
                          e3 = empty_row(ti, tj, 3) * w;
             Scalar const* const gr = &g(const_base(k) + ti, 0);
-            team_vector_for(team, m1, [&](int const m) {
-              Scalar const gm = gr[m];
-              tr[m] += gm * e0;
-              tr[m1 + m] += gm * e1;
-              tr[2 * m1 + m] += gm * e2;
-              tr[3 * m1 + m] += gm * e3;
-            });
+            add_outer_product(team, tr, gr, m1, e0, e1, e2, e3);
           }
         }
         team.team_barrier();
