@@ -115,11 +115,8 @@ void gemm_tn_sum(ExecutionSpace const& space, typename AView::const_value_type a
                                    Kokkos::subview(b, local, Kokkos::ALL()), first ? beta_block : Scalar(1), out);
             first = false;
           };
-          part(a0, b0, 0);
+          part(a0, b0, 0);  // every block has at least one row: host_blocks() <= rows
           part(a1, b1, rows0);
-          if (first && block > 0) {  // no rows in this block (cannot happen with blocks <= rows)
-            for (std::size_t i = 0; i < m * n; ++i) out.data()[i] = Scalar(0);
-          }
         });
     Scalar* sum = partials.data();
     int const extra = blocks - 1;
