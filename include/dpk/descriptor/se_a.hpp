@@ -158,6 +158,30 @@ void gather_embedding_column(ExecutionSpace const& space, SeAInputs<Scalar, Memo
       });
 }
 
+/// out[c] += sum_k rows[c * row_stride + k] * x[k * x_stride] for c < 4, k < n: four dot
+/// products summed in 8 interleaved partial sums (a fixed order that vectorises on CPUs without
+/// reassociating floating-point sums). Contiguous: x_stride is 1 (known at compile time).
+template <bool Contiguous, class Scalar>
+KOKKOS_INLINE_FUNCTION void add_dot4(Scalar const* rows, int row_stride, Scalar const* x, int x_stride, int n,
+                                     Scalar out[4]) {
+  if constexpr (Contiguous) x_stride = 1;
+  constexpr int lanes = 8;
+  Scalar acc[4][lanes] = {};
+  int k = 0;
+  for (; k + lanes <= n; k += lanes)
+    for (int l = 0; l < lanes; ++l) {
+      Scalar const xk = x[(k + l) * x_stride];
+      for (int c = 0; c < 4; ++c) acc[c][l] += rows[c * row_stride + k + l] * xk;
+    }
+  for (; k < n; ++k)
+    for (int c = 0; c < 4; ++c) acc[c][0] += rows[c * row_stride + k] * x[k * x_stride];
+  for (int c = 0; c < 4; ++c) {
+    Scalar sum = 0;
+    for (int l = 0; l < lanes; ++l) sum += acc[c][l];
+    out[c] += sum;
+  }
+}
+
 /// T(c, m) += g(m) r_c for the 4 x M1 block `t` (rows of M1 features) of one centre.
 template <class Team, class Scalar>
 KOKKOS_INLINE_FUNCTION void add_outer_product(Team const& team, Scalar* t, Scalar const* g, int m1, Scalar r0,
@@ -269,17 +293,10 @@ void descriptor_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemoryS
       Kokkos::MDRangePolicy<ExecutionSpace, Kokkos::Rank<2>>(space, {0, 0}, {in.nloc, m1}),
       KOKKOS_LAMBDA(int const i, int const m) {
         int const p = position(i);
+        Scalar const* const tr = &t(i, 0, 0);  // (4, m1) block of centre i
         Scalar acc[4] = {0, 0, 0, 0};
-        for (int n = 0; n < m2; ++n) {
-          Scalar const gmn = gd(p, m * m2 + n);
-          for (int c = 0; c < 4; ++c) acc[c] += gmn * t(i, c, n);
-        }
-        if (m < m2) {
-          for (int mm = 0; mm < m1; ++mm) {
-            Scalar const gmm = gd(p, mm * m2 + m);
-            for (int c = 0; c < 4; ++c) acc[c] += gmm * t(i, c, mm);
-          }
-        }
+        add_dot4<true>(tr, m1, &gd(p, m * m2), 1, m2, acc);          // sum_n gD(m, n) T(c, n)
+        if (m < m2) add_dot4<false>(tr, m1, &gd(p, m), m2, m1, acc);  // sum_mm gD(mm, m) T(c, mm)
         for (int c = 0; c < 4; ++c) out(i, c, m) = (accumulate ? out(i, c, m) : Scalar(0)) + acc[c];
       });
 }
@@ -394,10 +411,7 @@ void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, Memory
         }
         int const row = row_offset(i, tj) + j;
         Scalar acc[4] = {0, 0, 0, 0};
-        for (int m = 0; m < m1; ++m) {
-          Scalar const gm = g(row, m);
-          for (int c = 0; c < 4; ++c) acc[c] += a(i, c, m) * gm;
-        }
+        add_dot4<true>(&a(i, 0, 0), m1, &g(row, 0), 1, m1, acc);  // (A^T G_j)_c over the features
         for (int c = 0; c < 4; ++c) out(i, slot, c) = acc[c] * inv_nnei;
         out(i, slot, 0) += gs(row, 0);
       });
