@@ -39,10 +39,9 @@ void for_each_element(ExecutionSpace const& space, char const* label, int rows, 
     int const nchunks = (rows + chunk - 1) / chunk;
     Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecutionSpace>(space, 0, nchunks), [=](int const k) {
       int const r_end = (k + 1) * chunk < rows ? (k + 1) * chunk : rows;
-      Functor const body = f;  // a local copy: its views provably do not alias the data
       for (int r = k * chunk; r < r_end; ++r) {
         DPK_SIMD_LOOP
-        for (int c = 0; c < cols; ++c) body(r, c);
+        for (int c = 0; c < cols; ++c) f(r, c);
       }
     });
   } else {

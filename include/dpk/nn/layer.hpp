@@ -341,13 +341,12 @@ void layer_reverse(ExecutionSpace const& space, LayerShape const& shape, LayerPa
   auto gz = scratch.gz, product = scratch.product;
   // Unlike the first-order pass, the skip is not fused here: the fused concat variant of this
   // wider kernel measured slower (6.7-7.1 vs 4.9 ms per step, double, 2 threads).
-  MatrixView<Scalar, MemorySpace> no_skip;
-  if (act) detail::run_dense_cotangent<true>(space, "dpk::nn::Dense::reverse", shape, p, h, g, gt, zt, gz, product, no_skip);
+  MatrixView<Scalar, MemorySpace> none;  // empty: no skip written here, no second pair below
+  if (act) detail::run_dense_cotangent<true>(space, "dpk::nn::Dense::reverse", shape, p, h, g, gt, zt, gz, product, none);
   auto const& gz_use = act ? gz : g;
   auto const& gzt_use = act ? gzt : gt;
   MatrixView<Scalar, MemorySpace> ones_r(scratch.ones.data(), rows, 1);
   // dW += x^T gz + x'^T gz';  db += 1^T gz;  didt += 1^T (h g + h' g')
-  MatrixView<Scalar, MemorySpace> none;
   Scalar const beta = accumulate ? Scalar(1) : Scalar(0);
   blas::gemm_tn_sum(space, Scalar(1), x, gz_use, xt, gzt_use, beta, grad.w, scratch.partials);
   blas::gemm_tn_sum(space, Scalar(1), ones_r, gz_use, none, none, beta, grad.b, scratch.partials);
