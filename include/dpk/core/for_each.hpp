@@ -28,6 +28,27 @@ template <class ExecutionSpace>
 inline constexpr bool is_host_space_v =
     std::is_same_v<typename ExecutionSpace::memory_space, Kokkos::HostSpace>;
 
+/// The "execution space" of work that already runs inside one host thread (a block of a
+/// parallel region): for_each_element loops inline, blas::gemm makes one single-threaded call.
+/// Lets the network layers run a chunk of rows per thread with the same code as the
+/// whole-batch launches (nn::NetworkFamily's chunked host path).
+struct InThread {
+  using execution_space = InThread;
+  using memory_space = Kokkos::HostSpace;
+  static constexpr int concurrency() { return 1; }
+  static void fence() {}
+};
+
+/// Calls f(r, c) for 0 <= r < rows, 0 <= c < cols in the calling host thread, each row one
+/// vectorised loop.
+template <class Functor>
+void for_each_element(InThread const&, char const*, int rows, int cols, Functor const& f) {
+  for (int r = 0; r < rows; ++r) {
+    DPK_SIMD_LOOP
+    for (int c = 0; c < cols; ++c) f(r, c);
+  }
+}
+
 /// Calls f(r, c) for 0 <= r < rows, 0 <= c < cols on `space`; kernel label `label`.
 /// `f` must not depend on the order of calls (elements are independent).
 template <class ExecutionSpace, class Functor>

@@ -44,6 +44,21 @@ inline std::pair<std::size_t, std::size_t> block_rows(std::size_t rows, int bloc
 
 }  // namespace detail
 
+/// C = beta C + alpha op(A) op(B) inside the calling host thread (one single-threaded call).
+template <class AView, class BView, class CView>
+void gemm(InThread const&, const char* trans_a, const char* trans_b, typename AView::const_value_type alpha,
+          AView const& a, BView const& b, typename CView::const_value_type beta, CView const& c) {
+  std::size_t const k = (trans_a[0] == 'N' || trans_a[0] == 'n') ? a.extent(1) : a.extent(0);
+  if (c.extent(0) == 0 || c.extent(1) == 0) return;
+  if (k == 0) {  // Kokkos Kernels returns without scaling C
+    for_each_element(InThread{}, "", int(c.extent(0)), int(c.extent(1)), [&](int const i, int const j) {
+      c(i, j) = beta == 0 ? 0 : beta * c(i, j);
+    });
+    return;
+  }
+  detail::gemm_in_thread(trans_a, trans_b, alpha, a, b, beta, c);
+}
+
 /// C = beta C + alpha op(A) op(B) on `space`. Views are rank-2 LayoutRight (contiguous rows),
 /// so that the vendor BLAS is used. On host spaces with several threads, products with
 /// op(A) = A are split by rows of A and C over the threads.
@@ -70,6 +85,15 @@ void gemm(ExecutionSpace const& space, const char* trans_a, const char* trans_b,
         });
     space.fence();
   }
+}
+
+/// gemm_tn_sum inside the calling host thread: C = beta C + alpha (A0^T B0 + A1^T B1).
+template <class AView, class BView, class CView>
+void gemm_tn_sum(InThread const& in_thread, typename AView::const_value_type alpha, AView const& a0, BView const& b0,
+                 AView const& a1, BView const& b1, typename CView::const_value_type beta, CView const& c,
+                 View1<typename CView::non_const_value_type, typename CView::memory_space> const&) {
+  gemm(in_thread, "T", "N", alpha, a0, b0, beta, c);
+  if (a1.extent(0) > 0) gemm(in_thread, "T", "N", alpha, a1, b1, typename CView::non_const_value_type(1), c);
 }
 
 /// C = beta C + alpha sum_p A_p^T B_p for one or two (A_p, B_p) pairs with the same column

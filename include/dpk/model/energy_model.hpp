@@ -25,6 +25,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -91,9 +92,10 @@ class EnergyModel {
                                                            "dpk::model::embedding");
     fitting_net_ = nn::NetworkFamily<Scalar, ExecutionSpace>(layout_.fitting_shapes, layout_.fitting_offsets,
                                                              "dpk::model::fitting");
-    std::vector<double> avg(std::size_t(ntypes) * nnei_ * 4, 0.0), std_dev(avg.size(), 1.0);
-    set_statistics(avg, std_dev);
+    std::size_t const n_stats = std::size_t(ntypes) * nnei_ * 4;
+    set_statistics(std::vector<double>(n_stats, 0.0), std::vector<double>(n_stats, 1.0));
     set_energy_bias(std::vector<double>(ntypes, 0.0));
+    embedding_.set_host_chunk_rows(embedding_chunk_rows());
   }
 
   /// Hyperparameters.
@@ -299,6 +301,13 @@ class EnergyModel {
   }
 
  private:
+  /// Rows per chunk of the embedding nets on host spaces (nn::NetworkFamily::set_host_chunk_rows).
+  /// DPK_EMBEDDING_CHUNK_ROWS overrides it (0: layer by layer over all rows).
+  static int embedding_chunk_rows() {
+    if (char const* env = std::getenv("DPK_EMBEDDING_CHUNK_ROWS")) return std::atoi(env);
+    return 128;
+  }
+
   static std::vector<double> to_host(View1<Scalar, memory_space> const& v) {
     auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
     return std::vector<double>(host.data(), host.data() + host.extent(0));
@@ -330,6 +339,9 @@ class EnergyModel {
     in_.env = env_.rows;
     in_.empty_row = empty_row_;
     build_embedding_rows(space, nlist_.count, types, sel_offset_, nloc, descriptor_.type_one_side, in_.rows);
+    embedding_blocks_.resize(in_.rows.nnets);
+    for (int k = 0; k < in_.rows.nnets; ++k)
+      embedding_blocks_[k] = {k, in_.rows.begin[k], in_.rows.begin[k] + in_.rows.filled[k] + ntypes_};
     // Fitting rows sorted by centre type (host: nloc integers, staged in kept host buffers).
     ensure_extent(types_host_, nloc);
     ensure_extent(position_host_, nloc);
@@ -383,10 +395,7 @@ class EnergyModel {
     Matrix s(s_.data(), in_.rows.total_rows, 1);
     gather_embedding_column(space, in_, env_.rows, true, s);
     Scalar* params = params_.data();
-    for (int k = 0; k < in_.rows.nnets; ++k) {
-      int const r0 = in_.rows.begin[k], r1 = r0 + in_.rows.filled[k] + ntypes_;
-      embedding_.forward(space, params, k, window(s_, r0, r1 - r0, 1), r0, r1);
-    }
+    embedding_.forward_blocks(space, params, embedding_blocks_, s);
     Matrix g = embedding_.output(0, in_.rows.total_rows);
     contract_descriptor(space, in_, g, t_, Matrix(d_.data(), nloc, width));
     for (int t = 0; t < ntypes_; ++t) {
@@ -431,10 +440,7 @@ class EnergyModel {
     descriptor_cotangent(space, in_, Matrix(gdt_.data(), nloc, width), t_, a_, false);
     Matrix ggt(ggt_.data(), rows, m1_);
     embedding_cotangent(space, in_, a_, ggt, false);
-    for (int k = 0; k < in_.rows.nnets; ++k) {
-      int const r0 = in_.rows.begin[k], r1 = r0 + in_.rows.filled[k] + ntypes_;
-      embedding_.backward_input(space, params, k, r0, r1, window(ggt_, r0, r1 - r0, m1_), window(gs_, r0, r1 - r0, 1));
-    }
+    embedding_.backward_input_blocks(space, params, embedding_blocks_, ggt, Matrix(gs_.data(), rows, 1));
     environment_cotangent(space, in_, a_, embedding_.output(0, rows), Matrix(gs_.data(), rows, 1), genv_);
     ensure_extent(out.force, nloc, 3);
     ensure_extent(out.virial, nframes_, 9);
@@ -514,11 +520,9 @@ class EnergyModel {
     bool const accumulate = !all_types;
     force_virial_adjoint(space, cf_, cw_, env_, nlist_, natoms_, v_);
     // Tangent pass.
-    gather_embedding_column(space, in_, v_, false, Matrix(st_.data(), rows, 1));
-    for (int k = 0; k < in_.rows.nnets; ++k) {
-      int const r0 = in_.rows.begin[k], r1 = r0 + in_.rows.filled[k] + ntypes_;
-      embedding_.tangent(space, params, k, window(st_, r0, r1 - r0, 1), r0, r1);
-    }
+    Matrix st(st_.data(), rows, 1);
+    gather_embedding_column(space, in_, v_, false, st);
+    embedding_.tangent_blocks(space, params, embedding_blocks_, st);
     contract_descriptor(space, in_, embedding_.output(0, rows), tt_, Matrix(dt_.data(), nloc, width),
                         embedding_.output_tangent(0, rows), v_, t_);
     for (int t = 0; t < ntypes_; ++t) {
@@ -547,11 +551,8 @@ class EnergyModel {
     descriptor_cotangent(space, in_, Matrix(gdt_.data(), nloc, width), tt_, gtm_, true);
     embedding_cotangent(space, in_, gtm_, Matrix(gg_.data(), rows, m1_), true, a_, v_);
     // ggt_ still holds (1/nnei) A Rn_j from first_order (constant rows zero).
-    for (int k = 0; k < in_.rows.nnets; ++k) {
-      int const r0 = in_.rows.begin[k], r1 = r0 + in_.rows.filled[k] + ntypes_, n = r1 - r0;
-      embedding_.reverse(space, params, grads, k, window(s_, r0, n, 1), window(st_, r0, n, 1), r0, r1,
-                         window(gg_, r0, n, m1_), window(ggt_, r0, n, m1_), Matrix(), accumulate);
-    }
+    embedding_.reverse_blocks(space, params, grads, embedding_blocks_, Matrix(s_.data(), rows, 1), st,
+                              Matrix(gg_.data(), rows, m1_), Matrix(ggt_.data(), rows, m1_), Matrix(), accumulate);
   }
 
  private:
@@ -573,6 +574,7 @@ class EnergyModel {
   int nframes_ = 0, natoms_ = 0;
   SeAInputs<Scalar, memory_space> in_;
   std::vector<int> type_begin_, cursor_;
+  std::vector<nn::RowBlock> embedding_blocks_;
   Kokkos::View<int*, Kokkos::HostSpace> types_host_{"dpk::model::types_host", 0}, position_host_{"dpk::model::position_host", 0};
   Prediction<Scalar, memory_space> pred_;
   View1<Scalar, memory_space> s_{"dpk::model::s", 0}, st_{"dpk::model::s_tangent", 0}, gs_{"dpk::model::ds", 0};

@@ -4,14 +4,21 @@
 /// share one set of row buffers: each net owns a contiguous block of rows.
 
 #include <dpk/core/error.hpp>
+#include <dpk/core/for_each.hpp>
 #include <dpk/nn/layer.hpp>
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace dpk::nn {
+
+/// Rows [begin, end) of a family's shared buffers, evaluated by net `net`.
+struct RowBlock {
+  int net = 0, begin = 0, end = 0;
+};
 
 /// Several networks with the same layer shapes (one per type or type pair), evaluated on row
 /// blocks of shared buffers. Keeps every layer's values (and tangents) for the reverse pass.
@@ -29,6 +36,15 @@ class NetworkFamily {
       : shapes_(std::move(shapes)), offsets_(std::move(offsets)), label_(std::move(label)) {
     for (auto const& s : shapes_) width_max_ = std::max({width_max_, s.n_in, s.n_out});
   }
+
+  /// On host spaces, the *_blocks passes give each thread a share of the rows and run it in
+  /// chunks of `rows` rows through every layer (single-threaded GEMMs and elementwise loops), so
+  /// a chunk's activations stay in cache between layers; each thread sums its weight gradients
+  /// in its own buffer. 0 (the default) runs each layer over all rows of a net at once, the
+  /// GEMMs split over the threads (the better choice for few, wide rows: the fitting nets).
+  /// Device spaces always run layer by layer.
+  void set_host_chunk_rows(int rows) { chunk_rows_ = std::max(0, rows); }
+  int host_chunk_rows() const { return chunk_rows_; }
 
   /// Layer shapes (same for every net).
   std::vector<LayerShape> const& shapes() const { return shapes_; }
@@ -64,17 +80,22 @@ class NetworkFamily {
         grow(gz1_[l], rows * n, "first_order_gz");
       }
     }
-    std::size_t const flat = rows * static_cast<std::size_t>(width_max_);
+    // Scratch rows: a whole net's rows, or chunk_rows_ per host thread on the chunked path.
+    std::size_t scratch_rows = rows;
+    if (is_host_space_v<ExecutionSpace> && chunk_rows_ > 0)
+      scratch_rows = std::max(rows, std::size_t(ExecutionSpace().concurrency()) * chunk_rows_);
+    std::size_t const flat = scratch_rows * static_cast<std::size_t>(width_max_);
     for (auto* v : {&g_a_, &g_b_, &gz_}) grow(*v, flat, "cotangent");
     if (tangents) {
       grow(product_, flat, "cotangent");
       std::size_t weights_max = 0;
       for (auto const& l : shapes_) weights_max = std::max(weights_max, std::size_t(l.n_in) * l.n_out);
       grow(partials_, std::size_t(std::max(0, ExecutionSpace().concurrency() - 1)) * weights_max, "weight_partials");
-      if (ones_.extent(0) < rows) {
-        grow(ones_, rows, "ones");
+      if (ones_.extent(0) < scratch_rows) {
+        grow(ones_, scratch_rows, "ones");
         Kokkos::deep_copy(ones_, Scalar(1));
       }
+      if (is_host_space_v<ExecutionSpace> && chunk_rows_ > 0) reserve_thread_gradients();
     }
   }
 
@@ -87,41 +108,83 @@ class NetworkFamily {
   /// Final output tangent on rows [r0, r1).
   Matrix output_tangent(int r0, int r1) const { return out_tangent(num_layers() - 1, r0, r1); }
 
+  /// forward() of every block; x0 holds the input of all rows (row r of the shared buffers at r).
+  void forward_blocks(ExecutionSpace const& space, Scalar* params, std::vector<RowBlock> const& blocks, Matrix x0) {
+    if constexpr (is_host_space_v<ExecutionSpace>) {
+      if (chunk_rows_ > 0) {
+        for_each_chunk(space, blocks, "dpk::nn::NetworkFamily::forward_chunks", [&](int, int net, int r0, int r1) {
+          forward_layers(InThread{}, params, net, rows_of(x0, r0, r1), r0, r1);
+        });
+        return;
+      }
+    }
+    for (auto const& b : blocks) forward(space, params, b.net, rows_of(x0, b.begin, b.end), b.begin, b.end);
+  }
+
+  /// tangent() of every block; x0t indexed like x0 in forward_blocks.
+  void tangent_blocks(ExecutionSpace const& space, Scalar* params, std::vector<RowBlock> const& blocks, Matrix x0t) {
+    if constexpr (is_host_space_v<ExecutionSpace>) {
+      if (chunk_rows_ > 0) {
+        for_each_chunk(space, blocks, "dpk::nn::NetworkFamily::tangent_chunks", [&](int, int net, int r0, int r1) {
+          tangent_layers(InThread{}, params, net, rows_of(x0t, r0, r1), r0, r1);
+        });
+        return;
+      }
+    }
+    for (auto const& b : blocks) tangent(space, params, b.net, rows_of(x0t, b.begin, b.end), b.begin, b.end);
+  }
+
+  /// backward_input() of every block; g_out and g_in indexed by buffer row.
+  void backward_input_blocks(ExecutionSpace const& space, Scalar* params, std::vector<RowBlock> const& blocks,
+                             Matrix g_out, Matrix g_in) {
+    if constexpr (is_host_space_v<ExecutionSpace>) {
+      if (chunk_rows_ > 0) {
+        for_each_chunk(space, blocks, "dpk::nn::NetworkFamily::backward_input_chunks",
+                       [&](int worker, int net, int r0, int r1) {
+                         backward_input_layers(InThread{}, params, net, r0, r1, rows_of(g_out, r0, r1),
+                                               rows_of(g_in, r0, r1), scratch_start(worker));
+                       });
+        return;
+      }
+    }
+    for (auto const& b : blocks)
+      backward_input(space, params, b.net, b.begin, b.end, rows_of(g_out, b.begin, b.end),
+                     rows_of(g_in, b.begin, b.end));
+  }
+
+  /// reverse() of every block (x0, x0t, g_out, gt_out, g_in indexed by buffer row; g_in may be
+  /// empty). The gradient of each net named in `blocks` is accumulated or overwritten as in
+  /// reverse(); on the chunked host path each worker sums into its own buffer and the buffers
+  /// are added in worker order (deterministic for a fixed thread count).
+  void reverse_blocks(ExecutionSpace const& space, Scalar* params, Scalar* grads, std::vector<RowBlock> const& blocks,
+                      Matrix x0, Matrix x0t, Matrix g_out, Matrix gt_out, Matrix g_in, bool accumulate = true) {
+    if constexpr (is_host_space_v<ExecutionSpace>) {
+      if (chunk_rows_ > 0) {
+        reverse_chunks(space, params, grads, blocks, x0, x0t, g_out, gt_out, g_in, accumulate);
+        return;
+      }
+    }
+    for (auto const& b : blocks)
+      reverse(space, params, grads, b.net, rows_of(x0, b.begin, b.end), rows_of(x0t, b.begin, b.end), b.begin, b.end,
+              rows_of(g_out, b.begin, b.end), rows_of(gt_out, b.begin, b.end), rows_of(g_in, b.begin, b.end),
+              accumulate);
+  }
+
   /// Values of net `net` for input x0 (rows [r0, r1), width n_input()).
   void forward(ExecutionSpace const& space, Scalar* params, int net, Matrix x0, int r0, int r1) {
-    for (int l = 0; l < num_layers(); ++l) {
-      Matrix x = l == 0 ? x0 : out(l - 1, r0, r1);
-      layer_forward(space, shapes_[l], param(params, net, l), x, rows_of(h_[l], shapes_[l].n_out, r0, r1),
-                    out(l, r0, r1));
-    }
+    forward_layers(space, params, net, x0, r0, r1);
   }
 
   /// Tangents of net `net` for the input tangent x0t (after forward on the same rows).
   void tangent(ExecutionSpace const& space, Scalar* params, int net, Matrix x0t, int r0, int r1) {
-    for (int l = 0; l < num_layers(); ++l) {
-      Matrix xt = l == 0 ? x0t : out_tangent(l - 1, r0, r1);
-      int const n = shapes_[l].n_out;
-      layer_tangent(space, shapes_[l], param(params, net, l), xt, rows_of(h_[l], n, r0, r1), rows_of(zt_[l], n, r0, r1),
-                    out_tangent(l, r0, r1));
-    }
+    tangent_layers(space, params, net, x0t, r0, r1);
   }
 
   /// d(output . g_out)/d(input): g_out (R, n_output()) -> g_in (R, n_input()). No parameter
   /// gradient. With tangent buffers reserved, every layer's cotangents are kept for reverse().
   void backward_input(ExecutionSpace const& space, Scalar* params, int net, int r0, int r1, Matrix g_out,
                       Matrix g_in) {
-    int const rows = r1 - r0;
-    bool const keep = g1_.size() == shapes_.size() && g1_.back().extent(0) > 0;
-    Matrix g = g_out;
-    for (int l = num_layers() - 1; l >= 0; --l) {
-      LayerShape const& s = shapes_[l];
-      Matrix gx = l == 0 ? g_in
-                         : (keep ? rows_of(g1_[l - 1], s.n_in, r0, r1)
-                                 : Matrix((l % 2 ? g_a_ : g_b_).data(), rows, s.n_in));
-      Matrix gz = keep ? rows_of(gz1_[l], s.n_out, r0, r1) : Matrix(gz_.data(), rows, s.n_out);
-      layer_backward_input(space, s, param(params, net, l), rows_of(h_[l], s.n_out, r0, r1), g, gz, gx);
-      g = gx;
-    }
+    backward_input_layers(space, params, net, r0, r1, g_out, g_in, 0);
   }
 
   /// Combined reverse pass of values and tangents (SPEC.md section 8) for net `net` on rows
@@ -132,7 +195,71 @@ class NetworkFamily {
   /// the input value cotangent g_in (R, n_input()) unless empty.
   void reverse(ExecutionSpace const& space, Scalar* params, Scalar* grads, int net, Matrix x0, Matrix x0t, int r0,
                int r1, Matrix g_out, Matrix gt_out, Matrix g_in, bool accumulate = true) {
+    reverse_layers(space, params, grads, offsets_, net, x0, x0t, r0, r1, g_out, gt_out, g_in, accumulate, 0);
+  }
+
+ private:
+  Params param(Scalar* buffer, int net, int l) const { return param(buffer, offsets_, net, l); }
+  Params param(Scalar* buffer, std::vector<std::vector<LayerOffsets>> const& offsets, int net, int l) const {
+    return Params::at(buffer, shapes_[l], offsets[net][l]);
+  }
+
+  static Matrix rows_of(View1<Scalar, memory_space> const& v, int ncol, int r0, int r1) {
+    return Matrix(v.data() + static_cast<std::size_t>(r0) * ncol, r1 - r0, ncol);
+  }
+  /// Rows [r0, r1) of a matrix indexed by buffer row (empty stays empty).
+  static Matrix rows_of(Matrix const& m, int r0, int r1) {
+    if (m.extent(0) == 0) return m;
+    return Matrix(m.data() + static_cast<std::size_t>(r0) * m.extent(1), r1 - r0, m.extent(1));
+  }
+
+  // The passes over all layers of net `net` on rows [r0, r1), on `space` (the family's space, or
+  // InThread for one chunk inside a parallel region). Scratch matrices (whose width changes from
+  // layer to layer) start at element `s0` of the scratch buffers: 0 for a whole net,
+  // scratch_start(worker) for a chunk (each worker owns chunk_rows_ * width_max_ elements).
+  template <class Space>
+  void forward_layers(Space const& space, Scalar* params, int net, Matrix x0, int r0, int r1) {
+    for (int l = 0; l < num_layers(); ++l) {
+      Matrix x = l == 0 ? x0 : out(l - 1, r0, r1);
+      layer_forward(space, shapes_[l], param(params, net, l), x, rows_of(h_[l], shapes_[l].n_out, r0, r1),
+                    out(l, r0, r1));
+    }
+  }
+
+  template <class Space>
+  void tangent_layers(Space const& space, Scalar* params, int net, Matrix x0t, int r0, int r1) {
+    for (int l = 0; l < num_layers(); ++l) {
+      Matrix xt = l == 0 ? x0t : out_tangent(l - 1, r0, r1);
+      int const n = shapes_[l].n_out;
+      layer_tangent(space, shapes_[l], param(params, net, l), xt, rows_of(h_[l], n, r0, r1), rows_of(zt_[l], n, r0, r1),
+                    out_tangent(l, r0, r1));
+    }
+  }
+
+  template <class Space>
+  void backward_input_layers(Space const& space, Scalar* params, int net, int r0, int r1, Matrix g_out, Matrix g_in,
+                             std::size_t s0) {
     int const rows = r1 - r0;
+    auto scratch = [&](View1<Scalar, memory_space> const& v, int ncol) { return Matrix(v.data() + s0, rows, ncol); };
+    bool const keep = g1_.size() == shapes_.size() && g1_.back().extent(0) > 0;
+    Matrix g = g_out;
+    for (int l = num_layers() - 1; l >= 0; --l) {
+      LayerShape const& s = shapes_[l];
+      Matrix gx = l == 0 ? g_in
+                         : (keep ? rows_of(g1_[l - 1], s.n_in, r0, r1) : scratch(l % 2 ? g_a_ : g_b_, s.n_in));
+      Matrix gz = keep ? rows_of(gz1_[l], s.n_out, r0, r1) : scratch(gz_, s.n_out);
+      layer_backward_input(space, s, param(params, net, l), rows_of(h_[l], s.n_out, r0, r1), g, gz, gx);
+      g = gx;
+    }
+  }
+
+  /// The reverse pass with parameter-gradient tensors at `grad_offsets` of `grads`.
+  template <class Space>
+  void reverse_layers(Space const& space, Scalar* params, Scalar* grads,
+                      std::vector<std::vector<LayerOffsets>> const& grad_offsets, int net, Matrix x0, Matrix x0t, int r0,
+                      int r1, Matrix g_out, Matrix gt_out, Matrix g_in, bool accumulate, std::size_t s0) {
+    int const rows = r1 - r0;
+    auto scratch = [&](View1<Scalar, memory_space> const& v, int ncol) { return Matrix(v.data() + s0, rows, ncol); };
     Matrix g = g_out;
     for (int l = num_layers() - 1; l >= 0; --l) {
       LayerShape const& s = shapes_[l];
@@ -140,20 +267,118 @@ class NetworkFamily {
       Matrix x = l == 0 ? x0 : out(l - 1, r0, r1);
       Matrix xt = l == 0 ? x0t : out_tangent(l - 1, r0, r1);
       Matrix gt = l == num_layers() - 1 ? gt_out : rows_of(g1_[l], n, r0, r1);
-      Matrix gx = l == 0 ? g_in : Matrix((l % 2 ? g_a_ : g_b_).data(), rows, s.n_in);
-      ReverseScratch<Scalar, memory_space> scratch{Matrix(gz_.data(), rows, n), Matrix(product_.data(), rows, n),
-                                                   Matrix(ones_.data(), rows, 1), partials_};
-      layer_reverse(space, s, param(params, net, l), param(grads, net, l), x, xt, rows_of(h_[l], n, r0, r1),
-                    rows_of(zt_[l], n, r0, r1), g, gt, rows_of(gz1_[l], n, r0, r1), scratch, gx, accumulate);
+      Matrix gx = l == 0 ? g_in : scratch(l % 2 ? g_a_ : g_b_, s.n_in);
+      ReverseScratch<Scalar, memory_space> work{scratch(gz_, n), scratch(product_, n), Matrix(ones_.data(), rows, 1),
+                                                partials_};
+      layer_reverse(space, s, param(params, net, l), param(grads, grad_offsets, net, l), x, xt,
+                    rows_of(h_[l], n, r0, r1), rows_of(zt_[l], n, r0, r1), g, gt, rows_of(gz1_[l], n, r0, r1), work,
+                    gx, accumulate);
       g = gx;
     }
   }
 
- private:
-  Params param(Scalar* buffer, int net, int l) const { return Params::at(buffer, shapes_[l], offsets_[net][l]); }
+  /// The chunked host reverse pass (see reverse_blocks).
+  void reverse_chunks(ExecutionSpace const& space, Scalar* params, Scalar* grads, std::vector<RowBlock> const& blocks,
+                      Matrix x0, Matrix x0t, Matrix g_out, Matrix gt_out, Matrix g_in, bool accumulate) {
+    reserve_thread_gradients();
+    int const nets = num_nets();
+    std::fill(touched_.begin(), touched_.end(), char(0));
+    Scalar* slabs = thread_grads_.data();
+    std::size_t const slab = slab_size_;
+    for_each_chunk(space, blocks, "dpk::nn::NetworkFamily::reverse_chunks", [&](int worker, int net, int r0, int r1) {
+      char& seen = touched_[std::size_t(worker) * nets + net];
+      reverse_layers(InThread{}, params, slabs + worker * slab, slab_offsets_, net, rows_of(x0, r0, r1),
+                     rows_of(x0t, r0, r1), r0, r1, rows_of(g_out, r0, r1), rows_of(gt_out, r0, r1),
+                     rows_of(g_in, r0, r1), seen != 0, scratch_start(worker));
+      seen = 1;
+    });
+    // grads = [grads +] the workers' sums in worker order, for every net named in blocks.
+    std::fill(named_.begin(), named_.end(), char(0));
+    for (auto const& b : blocks) named_[b.net] = 1;
+    int const workers = workers_used_;
+    Kokkos::parallel_for(
+        "dpk::nn::NetworkFamily::reduce_thread_gradients",
+        Kokkos::RangePolicy<ExecutionSpace>(space, 0, static_cast<std::int64_t>(slab)), [&](std::int64_t const j) {
+          int const net = slab_net_[j];
+          if (!named_[net]) return;
+          Scalar sum = accumulate ? grads[slab_destination_[j]] : Scalar(0);
+          for (int w = 0; w < workers; ++w)
+            if (touched_[std::size_t(w) * nets + net]) sum += slabs[w * slab + j];
+          grads[slab_destination_[j]] = sum;
+        });
+    space.fence();
+  }
 
-  static Matrix rows_of(View1<Scalar, memory_space> const& v, int ncol, int r0, int r1) {
-    return Matrix(v.data() + static_cast<std::size_t>(r0) * ncol, r1 - r0, ncol);
+  /// First scratch element of `worker` on the chunked path.
+  std::size_t scratch_start(int worker) const { return std::size_t(worker) * chunk_rows_ * width_max_; }
+
+  /// Runs body(worker, net, r0, r1) on chunks of at most chunk_rows_ rows covering every block:
+  /// the rows of all blocks (in block order) are split evenly into one contiguous share per
+  /// worker (at most one worker per host thread), each worker's share in order.
+  template <class Body>
+  void for_each_chunk(ExecutionSpace const& space, std::vector<RowBlock> const& blocks, char const* label,
+                      Body const& body) {
+    std::size_t total = 0;
+    for (auto const& b : blocks) total += std::size_t(std::max(0, b.end - b.begin));
+    int const threads = std::max(1, static_cast<int>(space.concurrency()));
+    int const workers = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(threads, total)));
+    workers_used_ = workers;
+    if (total == 0) return;
+    int const chunk = chunk_rows_;
+    require(gz_.extent(0) >= std::size_t(threads) * chunk * width_max_,
+            "nn::NetworkFamily: call reserve() after set_host_chunk_rows()");
+    RowBlock const* first = blocks.data();
+    std::size_t const nblocks = blocks.size();
+    space.fence();
+    Kokkos::parallel_for(
+        label, Kokkos::RangePolicy<ExecutionSpace>(space, 0, workers).set_chunk_size(1), [&](int const worker) {
+          std::size_t const lo = total * worker / workers, hi = total * (worker + 1) / workers;
+          std::size_t offset = 0;  // position of block k's first row in the concatenation
+          for (std::size_t k = 0; k < nblocks && offset < hi; ++k) {
+            RowBlock const& b = first[k];
+            std::size_t const len = std::size_t(std::max(0, b.end - b.begin));
+            std::size_t const from = std::max(lo, offset), to = std::min(hi, offset + len);
+            for (std::size_t r = from; r < to; r += chunk) {
+              int const r0 = b.begin + static_cast<int>(r - offset);
+              int const r1 = b.begin + static_cast<int>(std::min(to, r + chunk) - offset);
+              body(worker, b.net, r0, r1);
+            }
+            offset += len;
+          }
+        });
+    space.fence();
+  }
+
+  /// Per-worker gradient buffers of the chunked reverse pass: one slab per host thread holding
+  /// every net's tensors (compact layout slab_offsets_), and the map back to the flat buffer.
+  void reserve_thread_gradients() {
+    int const threads = std::max(1, static_cast<int>(ExecutionSpace().concurrency()));
+    if (slab_offsets_.size() != offsets_.size()) {
+      slab_offsets_.assign(offsets_.size(), std::vector<LayerOffsets>(shapes_.size()));
+      slab_destination_.clear();
+      slab_net_.clear();
+      auto add = [&](int net, std::size_t from, std::size_t count) {
+        std::size_t const at = slab_destination_.size();
+        for (std::size_t j = 0; j < count; ++j) {
+          slab_destination_.push_back(from + j);
+          slab_net_.push_back(net);
+        }
+        return at;
+      };
+      for (std::size_t k = 0; k < offsets_.size(); ++k)
+        for (std::size_t l = 0; l < shapes_.size(); ++l) {
+          LayerShape const& s = shapes_[l];
+          LayerOffsets const& o = offsets_[k][l];
+          LayerOffsets& slab = slab_offsets_[k][l];
+          slab.w = add(int(k), o.w, std::size_t(s.n_in) * s.n_out);
+          slab.b = add(int(k), o.b, std::size_t(s.n_out));
+          if (o.idt != LayerOffsets::npos) slab.idt = add(int(k), o.idt, std::size_t(s.n_out));
+        }
+      slab_size_ = slab_destination_.size();
+      named_.assign(offsets_.size(), 0);
+    }
+    touched_.assign(std::size_t(threads) * offsets_.size(), 0);
+    grow(thread_grads_, std::size_t(threads) * slab_size_, "thread_gradients");
   }
 
   void grow(View1<Scalar, memory_space>& v, std::size_t n, char const* what) {
@@ -166,6 +391,14 @@ class NetworkFamily {
   std::vector<std::vector<LayerOffsets>> offsets_;
   std::string label_;
   int width_max_ = 1;
+  int chunk_rows_ = 0;
+  int workers_used_ = 1;
+  std::vector<std::vector<LayerOffsets>> slab_offsets_;
+  std::vector<std::size_t> slab_destination_;
+  std::vector<int> slab_net_;
+  std::size_t slab_size_ = 0;
+  std::vector<char> touched_, named_;
+  View1<Scalar, memory_space> thread_grads_;
   std::vector<View1<Scalar, memory_space>> h_, out_, zt_, outt_, g1_, gz1_;
   View1<Scalar, memory_space> g_a_, g_b_, gz_, product_, ones_, partials_;
 };
