@@ -29,8 +29,10 @@ struct GatherForceVirial {
   unsigned value_count;  // 9 * nframes
   int natoms;
   bool with_atom_virial;
-  View1<int const, MemorySpace> reverse_offset;
-  View2<Scalar const, MemorySpace> pair_force, reverse_rij;
+  int nnei;
+  View1<int const, MemorySpace> reverse_offset, reverse_pair;
+  View2<Scalar const, MemorySpace> pair_force;
+  View3<Scalar const, MemorySpace> rij;
   View2<Scalar, MemorySpace> force, atom_virial;
 
   KOKKOS_INLINE_FUNCTION void operator()(int n, value_type virial) const {
@@ -39,7 +41,8 @@ struct GatherForceVirial {
     int const end = reverse_offset(n + 1);
     for (int p = reverse_offset(n); p < end; ++p) {
       Scalar const q[3] = {pair_force(p, 0), pair_force(p, 1), pair_force(p, 2)};
-      Scalar const r[3] = {reverse_rij(p, 0), reverse_rij(p, 1), reverse_rij(p, 2)};
+      int const e = reverse_pair(p), centre = e / nnei, slot = e - centre * nnei;
+      Scalar const r[3] = {rij(centre, slot, 0), rij(centre, slot, 1), rij(centre, slot, 2)};
       f0 -= q[0];
       f1 -= q[1];
       f2 -= q[2];
@@ -141,8 +144,8 @@ void compute_force_virial(ExecutionSpace const& space,
         });
   }
   detail::GatherForceVirial<Scalar, Mem> functor{
-      unsigned(9 * nframes), natoms, with_atom_virial, list.reverse_offset, list.pair_force,
-      list.reverse_rij,      force,  atom_virial};
+      unsigned(9 * nframes), natoms, with_atom_virial, list.nnei, list.reverse_offset, list.reverse_pair,
+      list.pair_force,       list.rij, force, atom_virial};
   std::vector<double> total(std::size_t(9) * nframes, 0.0);
   Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> result(total.data(), total.size());
   Kokkos::parallel_reduce("dpk::descriptor::ProdVirial", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc), functor,

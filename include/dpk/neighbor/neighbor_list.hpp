@@ -65,13 +65,11 @@ struct NeighborList {
   View1<int, MemorySpace> reverse_cursor{"dpk::neighbor::reverse_cursor", 0};
   /// (nloc * nnei) position in reverse_pair of each filled (centre, slot); undefined for empty slots.
   View1<int, MemorySpace> reverse_position{"dpk::neighbor::reverse_position", 0};
-  /// (pairs, 3) r_ij of reverse_pair[p], in reverse order (so gathers over a neighbour stream).
-  View2<Scalar, MemorySpace> reverse_rij{"dpk::neighbor::reverse_rij", 0, 3};
   /// (pairs, 3) workspace of the force product: dE/dr_ij of reverse_pair[p].
   View2<Scalar, MemorySpace> pair_force{"dpk::neighbor::pair_force", 0, 3};
 };
 
-/// Fills list.reverse_offset / reverse_pair (and reverse_position, reverse_rij) from list.index.
+/// Fills list.reverse_offset / reverse_pair (and reverse_position) from list.index.
 /// Every segment comes out in ascending pair order, for any thread count. Host spaces: each
 /// thread counts and then fills a contiguous chunk of centres into its own cursors (no atomics,
 /// no sort). Device spaces: atomic counting sort, then each segment sorted.
@@ -85,14 +83,11 @@ void build_reverse_neighbors(ExecutionSpace const& space,
   ensure_extent(list.reverse_offset, nloc + 1);
   ensure_extent(list.reverse_pair, pairs);
   ensure_extent(list.reverse_position, pairs);
-  ensure_extent(list.reverse_rij, pairs, 3);
   ensure_extent(list.pair_force, pairs, 3);
   auto index = list.index;
   auto offset = list.reverse_offset;
   auto pair = list.reverse_pair;
   auto position = list.reverse_position;
-  auto reverse_rij = list.reverse_rij;
-  auto rij = list.rij;
   using Range = Kokkos::RangePolicy<ExecutionSpace>;
   if constexpr (is_host_space_v<ExecutionSpace>) {
     int const chunks = std::max(1, std::min(int(space.concurrency()), nloc));
@@ -136,7 +131,6 @@ void build_reverse_neighbors(ExecutionSpace const& space,
           int const p = next[n]++, e = i * nnei + s;
           pair(p) = e;
           position(e) = p;
-          for (int d = 0; d < 3; ++d) reverse_rij(p, d) = rij(i, s, d);
         }
     });
   } else {
@@ -182,10 +176,7 @@ void build_reverse_neighbors(ExecutionSpace const& space,
     Kokkos::parallel_for(
         "dpk::neighbor::ReversePositions", Range(space, 0, nloc), KOKKOS_LAMBDA(int n) {
           for (int p = offset(n); p < offset(n + 1); ++p) {
-            int const e = pair(p);
-            position(e) = p;
-            int const i = e / nnei, s = e - i * nnei;
-            for (int d = 0; d < 3; ++d) reverse_rij(p, d) = rij(i, s, d);
+            position(pair(p)) = p;
           }
         });
   }
