@@ -29,10 +29,8 @@ struct GatherForceVirial {
   unsigned value_count;  // 9 * nframes
   int natoms;
   bool with_atom_virial;
-  int nnei;
-  View1<int const, MemorySpace> reverse_offset, reverse_pair;
-  View2<Scalar const, MemorySpace> pair_force;
-  View3<Scalar const, MemorySpace> rij;
+  View1<int const, MemorySpace> reverse_offset;
+  View2<Scalar const, MemorySpace> pair_force;  ///< (pairs, 6): dE/dr_ij and r_ij in reverse order
   View2<Scalar, MemorySpace> force, atom_virial;
 
   KOKKOS_INLINE_FUNCTION void operator()(int n, value_type virial) const {
@@ -41,8 +39,7 @@ struct GatherForceVirial {
     int const end = reverse_offset(n + 1);
     for (int p = reverse_offset(n); p < end; ++p) {
       Scalar const q[3] = {pair_force(p, 0), pair_force(p, 1), pair_force(p, 2)};
-      int const e = reverse_pair(p), centre = e / nnei, slot = e - centre * nnei;
-      Scalar const r[3] = {rij(centre, slot, 0), rij(centre, slot, 1), rij(centre, slot, 2)};
+      Scalar const r[3] = {pair_force(p, 3), pair_force(p, 4), pair_force(p, 5)};
       f0 -= q[0];
       f1 -= q[1];
       f2 -= q[2];
@@ -114,8 +111,8 @@ void compute_force_virial(ExecutionSpace const& space,
   bool const with_atom_virial = atom_virial.extent(0) > 0;
   require(!with_atom_virial || (atom_virial.extent(0) >= std::size_t(nloc) && atom_virial.extent(1) == 9),
           "compute_force_virial: atom_virial must be (nloc, 9) or empty");
-  // Pass 1, per centre (streams g and deriv): q = dE/dr_ij per pair, the centre's sum, and q
-  // stored in the reverse order of the list. Pass 2, per atom: gather -q of the pairs pointing
+  // Pass 1, per centre (streams g, deriv and r_ij): q = dE/dr_ij per pair, the centre's sum,
+  // and (q, r_ij) stored together in the reverse order of the list. Pass 2, per atom: gather -q of the pairs pointing
   // at it and their virials. No atomics; results do not depend on the thread count.
   {
     int const nnei = list.nnei;
@@ -123,6 +120,7 @@ void compute_force_virial(ExecutionSpace const& space,
     auto deriv = env.deriv;
     auto position = list.reverse_position;
     auto pair_force = list.pair_force;
+    auto rij = list.rij;
     Kokkos::parallel_for(
         "dpk::descriptor::ProdForce", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc), KOKKOS_LAMBDA(int i) {
           Scalar f0 = 0, f1 = 0, f2 = 0;
@@ -136,7 +134,10 @@ void compute_force_virial(ExecutionSpace const& space,
             f1 += q[1];
             f2 += q[2];
             int const p = position(i * nnei + s);
-            for (int d = 0; d < 3; ++d) pair_force(p, d) = q[d];
+            for (int d = 0; d < 3; ++d) {
+              pair_force(p, d) = q[d];
+              pair_force(p, 3 + d) = rij(i, s, d);
+            }
           }
           force(i, 0) = f0;
           force(i, 1) = f1;
@@ -144,8 +145,7 @@ void compute_force_virial(ExecutionSpace const& space,
         });
   }
   detail::GatherForceVirial<Scalar, Mem> functor{
-      unsigned(9 * nframes), natoms, with_atom_virial, list.nnei, list.reverse_offset, list.reverse_pair,
-      list.pair_force,       list.rij, force, atom_virial};
+      unsigned(9 * nframes), natoms, with_atom_virial, list.reverse_offset, list.pair_force, force, atom_virial};
   std::vector<double> total(std::size_t(9) * nframes, 0.0);
   Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> result(total.data(), total.size());
   Kokkos::parallel_reduce("dpk::descriptor::ProdVirial", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc), functor,
