@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <string>
@@ -467,4 +468,34 @@ TEST_CASE("the loss gradient repeats bit for bit, also after a batch of another 
   model.loss_and_gradient(Space(), frames2, labels2, pref);
   model.loss_and_gradient(Space(), frames, labels, pref);
   CHECK(model.gradient_host() == first);
+}
+
+TEST_CASE("the embedding chunk size changes results only by rounding; a bad DPK_EMBEDDING_CHUNK_ROWS is an error") {
+  SmallSystem sys(3, 30, 2, 19);
+  dpk::EnergyModel<double, Space> model(small_descriptor(3, false, true), small_fitting(true), 3);
+  model.initialize_parameters(3);
+  small_statistics(model, 3);
+  auto frames = make_frames<double>(sys.coord, sys.box, sys.types, sys.nframes);
+  auto labels = random_labels<double>(sys.nframes, sys.nframes * sys.natoms, true, 5);
+  dpk::LossPrefactors pref{0.5, 1.0, 0.3};
+  std::vector<std::vector<double>> grads, forces;
+  for (int chunk : {0, 5, 128}) {
+    model.set_embedding_chunk_rows(chunk);
+    CHECK(model.embedding_chunk_rows() == chunk);
+    model.loss_and_gradient(Space(), frames, labels, pref);
+    grads.push_back(model.gradient_host());
+    forces.push_back(host(model.last_prediction().force));
+  }
+  for (std::size_t c = 1; c < grads.size(); ++c) {
+    double worst = 0;
+    for (std::size_t k = 0; k < grads[0].size(); ++k)
+      worst = std::max(worst, std::abs(grads[c][k] - grads[0][k]) / std::max(1e-3, std::abs(grads[0][k])));
+    for (std::size_t k = 0; k < forces[0].size(); ++k)
+      worst = std::max(worst, std::abs(forces[c][k] - forces[0][k]) / std::max(1e-3, std::abs(forces[0][k])));
+    CHECK(worst < 1e-11);
+  }
+  ::setenv("DPK_EMBEDDING_CHUNK_ROWS", "12x", 1);
+  auto make = [] { dpk::EnergyModel<double, Space> m(small_descriptor(2, true, false), small_fitting(false), 2); };
+  CHECK_THROWS_WITH_AS(make(), doctest::Contains("DPK_EMBEDDING_CHUNK_ROWS"), std::runtime_error);
+  ::unsetenv("DPK_EMBEDDING_CHUNK_ROWS");
 }
