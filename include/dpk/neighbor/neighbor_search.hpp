@@ -65,7 +65,7 @@ KOKKOS_INLINE_FUNCTION float key_r2(std::uint64_t key) {
 
 /// Sorts n (key, image) pairs by key_before in O(n) on average: a counting pass over n buckets
 /// of r^2 in [0, r2_max] (bucket order agrees with key order), then an insertion pass that only
-/// reorders within buckets. Scratch: key_tmp, image_tmp (n entries), bucket (n + 1 ints).
+/// reorders within buckets. Scratch: key_tmp, image_tmp (n entries), bucket (2 n + 1 ints).
 KOKKOS_INLINE_FUNCTION void bucket_sort(std::uint64_t* key, int* image, int n, float r2_max, std::uint64_t* key_tmp,
                                         int* image_tmp, int* bucket) {
   if (n < 2) return;
@@ -74,11 +74,13 @@ KOKKOS_INLINE_FUNCTION void bucket_sort(std::uint64_t* key, int* image, int n, f
     int const b = int(key_r2(k) * scale);
     return b < n ? b : n - 1;
   };
+  int* const id = bucket + n + 1;
   for (int b = 0; b <= n; ++b) bucket[b] = 0;
-  for (int a = 0; a < n; ++a) ++bucket[bucket_of(key[a]) + 1];
+  for (int a = 0; a < n; ++a) id[a] = bucket_of(key[a]);
+  for (int a = 0; a < n; ++a) ++bucket[id[a] + 1];
   for (int b = 0; b < n; ++b) bucket[b + 1] += bucket[b];
   for (int a = 0; a < n; ++a) {
-    int const p = bucket[bucket_of(key[a])]++;
+    int const p = bucket[id[a]]++;
     key_tmp[p] = key[a];
     image_tmp[p] = image[a];
   }
@@ -179,7 +181,7 @@ class NeighborSearch {
     // Row layout: the regions of every type, then a region-sized sorting area.
     detail::ensure_rows(key_, scratch_rows, region_total_ + region_max_);
     detail::ensure_rows(image_, scratch_rows, region_total_ + region_max_);
-    detail::ensure_rows(bucket_, scratch_rows, region_max_ + 1);
+    detail::ensure_rows(bucket_, scratch_rows, 2 * region_max_ + 1);
 
     auto index = out.index;
     auto rij = out.rij;
