@@ -226,6 +226,21 @@ void small_statistics(dpk::EnergyModel<double, Space>& model, int ntypes) {
   model.set_statistics(avg, sd);
 }
 
+// A small model (parameters from `seed`, small_statistics) and one batch of `sys` with random
+// labels (virial included) from `label_seed`.
+struct SmallProblem {
+  dpk::EnergyModel<double, Space> model;
+  dpk::Frames<double, Mem> frames;
+  dpk::Labels<double, Mem> labels;
+  SmallProblem(SmallSystem const& sys, int ntypes, bool tos, bool resnet_dt, std::uint64_t seed, unsigned label_seed)
+      : model(small_descriptor(ntypes, tos, resnet_dt), small_fitting(resnet_dt), ntypes),
+        frames(make_frames<double>(sys.coord, sys.box, sys.types, sys.nframes)),
+        labels(random_labels<double>(sys.nframes, sys.nframes * sys.natoms, true, label_seed)) {
+    model.initialize_parameters(seed);
+    small_statistics(model, ntypes);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("loss gradient equals central finite differences for every parameter tensor") {
@@ -423,12 +438,8 @@ void count_allocation(Kokkos::Profiling::SpaceHandle, char const*, void const*, 
 }  // namespace
 
 TEST_CASE("a training step allocates no Kokkos memory once workspaces are sized") {
-  SmallSystem sys(2, 14, 2, 31);
-  dpk::EnergyModel<double, Space> model(small_descriptor(2, true, true), small_fitting(true), 2);
-  model.initialize_parameters(2);
-  small_statistics(model, 2);
-  auto frames = make_frames<double>(sys.coord, sys.box, sys.types, sys.nframes);
-  auto labels = random_labels<double>(sys.nframes, sys.nframes * sys.natoms, true, 4);
+  SmallProblem p(SmallSystem(2, 14, 2, 31), 2, true, true, 2, 4);
+  auto& [model, frames, labels] = p;
   dpk::LossPrefactors pref{1.0, 1.0, 1.0};
   // Two warm-up steps size every workspace (a second batch of the same size but other
   // coordinates may need a few more embedding rows).
@@ -452,12 +463,9 @@ TEST_CASE("a training step allocates no Kokkos memory once workspaces are sized"
 // Training must be reproducible at a fixed thread count (restarts continue bit for bit): every
 // reduction has a fixed order, also the per-thread sums of the chunked embedding passes.
 TEST_CASE("the loss gradient repeats bit for bit, also after a batch of another size") {
-  SmallSystem sys(2, 40, 2, 13), other(2, 20, 3, 17);
-  dpk::EnergyModel<double, Space> model(small_descriptor(2, false, true), small_fitting(true), 2);
-  model.initialize_parameters(5);
-  small_statistics(model, 2);
-  auto frames = make_frames<double>(sys.coord, sys.box, sys.types, sys.nframes);
-  auto labels = random_labels<double>(sys.nframes, sys.nframes * sys.natoms, true, 3);
+  SmallSystem other(2, 20, 3, 17);
+  SmallProblem p(SmallSystem(2, 40, 2, 13), 2, false, true, 5, 3);
+  auto& [model, frames, labels] = p;
   auto frames2 = make_frames<double>(other.coord, other.box, other.types, other.nframes);
   auto labels2 = random_labels<double>(other.nframes, other.nframes * other.natoms, true, 3);
   dpk::LossPrefactors pref{1, 1, 1};
@@ -471,12 +479,8 @@ TEST_CASE("the loss gradient repeats bit for bit, also after a batch of another 
 }
 
 TEST_CASE("the embedding chunk size changes results only by rounding; a bad DPK_EMBEDDING_CHUNK_ROWS is an error") {
-  SmallSystem sys(3, 30, 2, 19);
-  dpk::EnergyModel<double, Space> model(small_descriptor(3, false, true), small_fitting(true), 3);
-  model.initialize_parameters(3);
-  small_statistics(model, 3);
-  auto frames = make_frames<double>(sys.coord, sys.box, sys.types, sys.nframes);
-  auto labels = random_labels<double>(sys.nframes, sys.nframes * sys.natoms, true, 5);
+  SmallProblem p(SmallSystem(3, 30, 2, 19), 3, false, true, 3, 5);
+  auto& [model, frames, labels] = p;
   dpk::LossPrefactors pref{0.5, 1.0, 0.3};
   std::vector<std::vector<double>> grads, forces;
   for (int chunk : {0, 5, 128}) {

@@ -110,46 +110,27 @@ class NetworkFamily {
 
   /// forward() of every block; x0 holds the input of all rows (row r of the shared buffers at r).
   void forward_blocks(ExecutionSpace const& space, Scalar* params, std::vector<RowBlock> const& blocks, Matrix x0) {
-    if constexpr (is_host_space_v<ExecutionSpace>) {
-      if (chunk_rows_ > 0) {
-        for_each_chunk(space, blocks, "dpk::nn::NetworkFamily::forward_chunks", [&](int, int net, int r0, int r1) {
-          forward_layers(InThread{}, params, net, rows_of(x0, r0, r1), r0, r1);
-        });
-        return;
-      }
-    }
-    for (auto const& b : blocks) forward(space, params, b.net, rows_of(x0, b.begin, b.end), b.begin, b.end);
+    run_blocks(space, blocks, "dpk::nn::NetworkFamily::forward_chunks",
+               [&](auto const& on, std::size_t, int net, int r0, int r1) {
+                 forward_layers(on, params, net, rows_of(x0, r0, r1), r0, r1);
+               });
   }
 
   /// tangent() of every block; x0t indexed like x0 in forward_blocks.
   void tangent_blocks(ExecutionSpace const& space, Scalar* params, std::vector<RowBlock> const& blocks, Matrix x0t) {
-    if constexpr (is_host_space_v<ExecutionSpace>) {
-      if (chunk_rows_ > 0) {
-        for_each_chunk(space, blocks, "dpk::nn::NetworkFamily::tangent_chunks", [&](int, int net, int r0, int r1) {
-          tangent_layers(InThread{}, params, net, rows_of(x0t, r0, r1), r0, r1);
-        });
-        return;
-      }
-    }
-    for (auto const& b : blocks) tangent(space, params, b.net, rows_of(x0t, b.begin, b.end), b.begin, b.end);
+    run_blocks(space, blocks, "dpk::nn::NetworkFamily::tangent_chunks",
+               [&](auto const& on, std::size_t, int net, int r0, int r1) {
+                 tangent_layers(on, params, net, rows_of(x0t, r0, r1), r0, r1);
+               });
   }
 
   /// backward_input() of every block; g_out and g_in indexed by buffer row.
   void backward_input_blocks(ExecutionSpace const& space, Scalar* params, std::vector<RowBlock> const& blocks,
                              Matrix g_out, Matrix g_in) {
-    if constexpr (is_host_space_v<ExecutionSpace>) {
-      if (chunk_rows_ > 0) {
-        for_each_chunk(space, blocks, "dpk::nn::NetworkFamily::backward_input_chunks",
-                       [&](int worker, int net, int r0, int r1) {
-                         backward_input_layers(InThread{}, params, net, r0, r1, rows_of(g_out, r0, r1),
-                                               rows_of(g_in, r0, r1), scratch_start(worker));
-                       });
-        return;
-      }
-    }
-    for (auto const& b : blocks)
-      backward_input(space, params, b.net, b.begin, b.end, rows_of(g_out, b.begin, b.end),
-                     rows_of(g_in, b.begin, b.end));
+    run_blocks(space, blocks, "dpk::nn::NetworkFamily::backward_input_chunks",
+               [&](auto const& on, std::size_t s0, int net, int r0, int r1) {
+                 backward_input_layers(on, params, net, r0, r1, rows_of(g_out, r0, r1), rows_of(g_in, r0, r1), s0);
+               });
   }
 
   /// reverse() of every block (x0, x0t, g_out, gt_out, g_in indexed by buffer row; g_in may be
@@ -275,6 +256,23 @@ class NetworkFamily {
                     gx, accumulate);
       g = gx;
     }
+  }
+
+  /// Runs pass(on, s0, net, r0, r1) over `blocks`: on the chunked host path once per chunk with
+  /// on = InThread and s0 = the worker's scratch start, else once per block with on = `space`
+  /// and s0 = 0.
+  template <class Pass>
+  void run_blocks(ExecutionSpace const& space, std::vector<RowBlock> const& blocks, char const* label,
+                  Pass const& pass) {
+    if constexpr (is_host_space_v<ExecutionSpace>) {
+      if (chunk_rows_ > 0) {
+        for_each_chunk(space, blocks, label, [&](int worker, int net, int r0, int r1) {
+          pass(InThread{}, scratch_start(worker), net, r0, r1);
+        });
+        return;
+      }
+    }
+    for (auto const& b : blocks) pass(space, std::size_t(0), b.net, b.begin, b.end);
   }
 
   /// The chunked host reverse pass (see reverse_blocks).
