@@ -266,6 +266,29 @@ TEST_CASE("network block passes in row chunks equal the per-net passes") {
   }
 }
 
+TEST_CASE("a reverse pass over no rows writes a zero gradient, or leaves it when accumulating") {
+  using Scalar = double;
+  using M = dpk::MatrixView<Scalar, Mem>;
+  TestNet net(true, true);
+  auto const& shapes = net.layout.embedding_shapes;
+  auto const& offsets = net.layout.embedding_offsets;
+  dpk::nn::NetworkFamily<Scalar, Space> f(shapes, offsets, "dpk::test::net");
+  f.reserve(4, true);
+  auto pd = to_device<Scalar>(net.params, "p");
+  for (bool accumulate : {false, true}) {
+    auto grad = to_device<Scalar>(std::vector<double>(net.params.size(), 1.0), "grad");
+    f.reverse(Space(), pd.data(), grad.data(), 1, M(), M(), 0, 0, M(), M(), M(), accumulate);
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
+    for (std::size_t net_index : {0, 1})
+      for (auto const& l : offsets[net_index]) {
+        double const want = (net_index == 1 && !accumulate) ? 0.0 : 1.0;
+        CHECK(h(l.w) == want);
+        CHECK(h(l.b) == want);
+        if (l.idt != dpk::nn::LayerOffsets::npos) CHECK(h(l.idt) == want);
+      }
+  }
+}
+
 TEST_CASE_TEMPLATE("activation tanh equals libm tanh, including signed zeros, infinities and NaN", Scalar, double,
                    float) {
   // Absolute error bound against std::tanh in double: a few ulp of 1 in each precision.

@@ -13,6 +13,7 @@
 #include <dpk/core/types.hpp>
 
 #include <cstddef>
+#include <initializer_list>
 #include <type_traits>
 #include <vector>
 
@@ -336,7 +337,15 @@ void layer_reverse(ExecutionSpace const& space, LayerShape const& shape, LayerPa
                    ReverseScratch<Scalar, MemorySpace> const& scratch, MatrixView<Scalar, MemorySpace> gx,
                    bool accumulate = true) {
   int const rows = static_cast<int>(g.extent(0));
-  if (rows == 0) return;
+  if (rows == 0) {  // an empty sum: the gradient is zero unless accumulating
+    if (!accumulate)
+      for (auto const& t : {grad.w, grad.b, grad.idt}) {
+        auto tensor = t;
+        for_each_element(space, "dpk::nn::Dense::reverse_zero", int(tensor.extent(0)), int(tensor.extent(1)),
+                         KOKKOS_LAMBDA(int const r, int const c) { tensor(r, c) = Scalar(0); });
+      }
+    return;
+  }
   bool const act = shape.tanh, has_idt = shape.timestep;
   auto gz = scratch.gz, product = scratch.product;
   // Unlike the first-order pass, the skip is not fused here: the fused concat variant of this
