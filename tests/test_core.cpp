@@ -80,35 +80,42 @@ TEST_CASE_TEMPLATE("threaded gemm (N,N), (N,T) and the split T,N reduction equal
       for (int l = 0; l < k; ++l) ref += double(ha(i, l)) * double(hbt(j, l));
       CHECK(double(hc(i, j)) == doctest::Approx(ref).epsilon(tol).scale(1.0));
     }
-  // W = W + A0^T G0 + A1^T G1 (rows 301 + 120), with per-thread partials; and with one pair only.
-  int const m1 = 120;
-  auto a1 = test_matrix<Scalar, Mem>(m1, k, 3.3);
-  auto g0 = test_matrix<Scalar, Mem>(m, n, 4.1);
-  auto g1 = test_matrix<Scalar, Mem>(m1, n, 5.9);
-  auto w = test_matrix<Scalar, Mem>(k, n, 6.2);
-  auto hw0 = Kokkos::create_mirror(Kokkos::HostSpace(), w);
-  Kokkos::deep_copy(hw0, w);
-  auto ha1 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a1);
-  auto hg0 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g0);
-  auto hg1 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g1);
-  dpk::View1<Scalar, Mem> partials("dpk::test::partials", std::size_t(Space().concurrency()) * k * n);
-  for (bool two_pairs : {true, false}) {
-    Kokkos::deep_copy(w, hw0);
-    dpk::View2<Scalar, Mem> none;
-    if (two_pairs)
-      dpk::blas::gemm_tn_sum(Space(), Scalar(1), a, g0, a1, g1, Scalar(1), w, partials);
-    else
-      dpk::blas::gemm_tn_sum(Space(), Scalar(1), a, g0, none, none, Scalar(1), w, partials);
-    auto hw = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), w);
-    for (int i = 0; i < k; ++i)
-      for (int j = 0; j < n; ++j) {
-        double ref = double(hw0(i, j));
-        for (int r = 0; r < m; ++r) ref += double(ha(r, i)) * double(hg0(r, j));
-        if (two_pairs)
-          for (int r = 0; r < m1; ++r) ref += double(ha1(r, i)) * double(hg1(r, j));
-        CHECK(double(hw(i, j)) == doctest::Approx(ref).epsilon(tol).scale(1.0));
-      }
-  }
+  // W = W + A0^T G0 + A1^T G1, with one pair and with two: many summed rows and a small W
+  // (split over the summed rows, per-thread partials), and few summed rows and a tall W (split
+  // over the rows of W, as for the fitting nets' first layer).
+  auto tn_sum = [&](int const rows0, int const rows1, int const wrows) {
+    auto a0 = test_matrix<Scalar, Mem>(rows0, wrows, 0.1);
+    auto ha0 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a0);
+    auto a1 = test_matrix<Scalar, Mem>(rows1, wrows, 3.3);
+    auto g0 = test_matrix<Scalar, Mem>(rows0, n, 4.1);
+    auto g1 = test_matrix<Scalar, Mem>(rows1, n, 5.9);
+    auto w = test_matrix<Scalar, Mem>(wrows, n, 6.2);
+    auto hw0 = Kokkos::create_mirror(Kokkos::HostSpace(), w);
+    Kokkos::deep_copy(hw0, w);
+    auto ha1 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a1);
+    auto hg0 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g0);
+    auto hg1 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g1);
+    dpk::View1<Scalar, Mem> partials("dpk::test::partials", std::size_t(Space().concurrency()) * wrows * n);
+    for (bool two_pairs : {true, false}) {
+      Kokkos::deep_copy(w, hw0);
+      dpk::View2<Scalar, Mem> none;
+      if (two_pairs)
+        dpk::blas::gemm_tn_sum(Space(), Scalar(1), a0, g0, a1, g1, Scalar(1), w, partials);
+      else
+        dpk::blas::gemm_tn_sum(Space(), Scalar(1), a0, g0, none, none, Scalar(1), w, partials);
+      auto hw = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), w);
+      for (int i = 0; i < wrows; ++i)
+        for (int j = 0; j < n; ++j) {
+          double ref = double(hw0(i, j));
+          for (int r = 0; r < rows0; ++r) ref += double(ha0(r, i)) * double(hg0(r, j));
+          if (two_pairs)
+            for (int r = 0; r < rows1; ++r) ref += double(ha1(r, i)) * double(hg1(r, j));
+          CHECK(double(hw(i, j)) == doctest::Approx(ref).epsilon(tol).scale(1.0));
+        }
+    }
+  };
+  tn_sum(301, 120, 47);
+  tn_sum(40, 25, 200);  // 200 x 53 x 65 multiply-adds: two blocks at 2 threads
 }
 
 TEST_CASE("ensure_extent grows and never shrinks") {

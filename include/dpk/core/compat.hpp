@@ -5,7 +5,8 @@
 /// Everything else in dpk spells Kokkos through the names defined here when the spelling
 /// differs between versions: math functions (Kokkos::Experimental:: in 3.x, Kokkos:: from 4.0)
 /// and the GEMM entry point (execution-space-instance overload only in newer Kokkos Kernels,
-/// which define KOKKOSKERNELS_VERSION; the instance-less overload exists in every version).
+/// which define KOKKOSKERNELS_VERSION; the instance-less overload exists in every version), plus
+/// the raw host BLAS wrapper (KokkosBlas::Impl::HostBlas, present with a BLAS TPL in 3.x-5.x).
 
 #include <Kokkos_Core.hpp>
 #include <KokkosBlas3_gemm.hpp>
@@ -18,6 +19,12 @@
 #include <cstring>
 #include <deque>
 #include <string>
+
+#if defined(KOKKOSKERNELS_ENABLE_TPL_BLAS)
+#include <KokkosBlas_Host_tpl.hpp>
+/// Defined when dpk can make raw host BLAS calls (strided sub-blocks) through Kokkos Kernels.
+#define DPK_HAS_HOST_BLAS 1
+#endif
 
 namespace dpk {
 /// Device-callable math functions, one spelling for every supported Kokkos version.
@@ -98,5 +105,17 @@ void gemm_in_thread(const char* trans_a, const char* trans_b, typename AView::co
                     BView const& b, typename CView::const_value_type beta, CView const& c) {
   KokkosBlas::gemm(trans_a, trans_b, alpha, a, b, beta, c);
 }
+
+#if defined(DPK_HAS_HOST_BLAS)
+/// C = beta C + alpha A^T B for row-major host matrices given by pointer and row stride:
+/// A (k x m, lda), B (k x n, ldb), C (m x n, ldc); A may be a column block of a wider matrix.
+/// One call of the host BLAS in the calling thread (Kokkos Kernels' wrapper, every version).
+template <class Scalar>
+void gemm_tn_host(int m, int n, int k, Scalar alpha, Scalar const* a, int lda, Scalar const* b, int ldb, Scalar beta,
+                  Scalar* c, int ldc) {
+  // Row-major C = A^T B is column-major C^T = B^T A.
+  KokkosBlas::Impl::HostBlas<Scalar>::gemm('N', 'T', n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
+}
+#endif
 }  // namespace blas::detail
 }  // namespace dpk

@@ -125,6 +125,31 @@ void gemm_tn_sum(ExecutionSpace const& space, typename AView::const_value_type a
   }
   if constexpr (is_host_space_v<ExecutionSpace>) {
     space.fence();
+#if defined(DPK_HAS_HOST_BLAS)
+    // Few summed rows and many rows of C (the fitting nets' weights): split the rows of C
+    // instead, each thread one column block of the A_p (strided, hence the raw BLAS call) and
+    // all of the B_p; no partial sums, no reduction pass.
+    if (m >= std::size_t(16) * blocks && rows <= 4 * m) {
+      Kokkos::parallel_for(
+          "dpk::blas::gemm_tn_sum_columns", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks).set_chunk_size(1),
+          [=](int const block) {
+            auto const range = detail::block_rows(m, blocks, block);
+            int const mb = int(range.second - range.first), ldc = int(c.stride(0));
+            Scalar* const c_block = c.data() + range.first * c.stride(0);
+            Scalar beta_now = beta;
+            auto part = [&](AView const& a, BView const& b) {
+              if (a.extent(0) == 0) return;
+              detail::gemm_tn_host<Scalar>(mb, int(n), int(a.extent(0)), alpha, a.data() + range.first, int(a.stride(0)),
+                                           b.data(), int(b.stride(0)), beta_now, c_block, ldc);
+              beta_now = Scalar(1);
+            };
+            part(a0, b0);
+            part(a1, b1);
+          });
+      space.fence();
+      return;
+    }
+#endif
     Kokkos::parallel_for(
         "dpk::blas::gemm_tn_sum", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks).set_chunk_size(1),
         [=](int const block) {
