@@ -13,7 +13,6 @@
 #include <dpk/core/types.hpp>
 
 #include <cstddef>
-#include <initializer_list>
 #include <type_traits>
 #include <vector>
 
@@ -313,6 +312,15 @@ void layer_backward_input(ExecutionSpace const& space, LayerShape const& shape,
   blas::gemm(space, "N", "T", Scalar(1), gz, p.w, beta, gx);
 }
 
+namespace detail {
+/// m = 0 elementwise (nothing for an empty matrix).
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+void fill_zero(ExecutionSpace const& space, MatrixView<Scalar, MemorySpace> m) {
+  for_each_element(space, "dpk::nn::Dense::zero", int(m.extent(0)), int(m.extent(1)),
+                   KOKKOS_LAMBDA(int const r, int const c) { m(r, c) = Scalar(0); });
+}
+}  // namespace detail
+
 /// Scratch of the reverse pass: gz and product (R, n_out), ones (R, 1) filled with 1, and
 /// per-thread partial sums of the weight gradient (see blas::gemm_tn_sum).
 template <class Scalar, class MemorySpace>
@@ -338,12 +346,11 @@ void layer_reverse(ExecutionSpace const& space, LayerShape const& shape, LayerPa
                    bool accumulate = true) {
   int const rows = static_cast<int>(g.extent(0));
   if (rows == 0) {  // an empty sum: the gradient is zero unless accumulating
-    if (!accumulate)
-      for (auto const& t : {grad.w, grad.b, grad.idt}) {
-        auto tensor = t;
-        for_each_element(space, "dpk::nn::Dense::reverse_zero", int(tensor.extent(0)), int(tensor.extent(1)),
-                         KOKKOS_LAMBDA(int const r, int const c) { tensor(r, c) = Scalar(0); });
-      }
+    if (!accumulate) {
+      detail::fill_zero(space, grad.w);
+      detail::fill_zero(space, grad.b);
+      detail::fill_zero(space, grad.idt);
+    }
     return;
   }
   bool const act = shape.tanh, has_idt = shape.timestep;
