@@ -12,6 +12,7 @@
 
 #include <dpk/core/compat.hpp>
 #include <dpk/core/for_each.hpp>
+#include <dpk/core/scan.hpp>
 #include <dpk/core/types.hpp>
 
 #include <vector>
@@ -68,19 +69,15 @@ void build_embedding_rows(ExecutionSpace const& space, View2<int, MemorySpace> c
   auto scan = rows.scan;
   bool const tos = type_one_side;
   // Exclusive scan over (net, centre) of the filled slots that centre contributes to that net.
-  Kokkos::parallel_scan(
-      "dpk::descriptor::EmbeddingRows::scan", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nnets * nloc + 1),
-      KOKKOS_LAMBDA(int const p, int& partial, bool const final) {
-        int value = 0;
-        if (p < nnets * nloc) {
-          int const k = p / nloc, i = p % nloc;
-          int const tj = tos ? k : k / ntypes;
-          bool const mine = tos || (k % ntypes) == types(i);
-          value = mine ? count(i, tj) : 0;
-        }
-        if (final) scan(p) = partial;
-        partial += value;
-      });
+  exclusive_scan(
+      space, "dpk::descriptor::EmbeddingRows::scan", nnets * nloc,
+      KOKKOS_LAMBDA(int const p) {
+        int const k = p / nloc, i = p % nloc;
+        int const tj = tos ? k : k / ntypes;
+        bool const mine = tos || (k % ntypes) == types(i);
+        return mine ? count(i, tj) : 0;
+      },
+      scan);
   // Host: per-net row blocks (nnets + 1 integers, one strided copy into a kept host buffer).
   if (rows.boundary_host.extent(0) < std::size_t(nnets + 1)) {
     rows.boundary_host = Kokkos::View<int*, Kokkos::HostSpace>("dpk::descriptor::EmbeddingRows::boundary", nnets + 1);

@@ -7,6 +7,7 @@
 #include <dpk/core/compat.hpp>
 #include <dpk/core/error.hpp>
 #include <dpk/core/frames.hpp>
+#include <dpk/core/scan.hpp>
 #include <dpk/core/types.hpp>
 #include <string>
 #include <vector>
@@ -243,12 +244,8 @@ class CellList {
           cell_of_atom(a) = id;
           rank(a) = Kokkos::atomic_fetch_add(&cell_count(id), 1);
         });
-    Kokkos::parallel_scan(
-        "dpk::neighbor::CellStart", Range(space, 0, ncells + 1), KOKKOS_LAMBDA(int c, int& partial, bool final) {
-          int const n = c < ncells ? cell_count(c) : 0;
-          if (final) cell_start(c) = partial;
-          partial += n;
-        });
+    exclusive_scan(
+        space, "dpk::neighbor::CellStart", ncells, KOKKOS_LAMBDA(int c) { return cell_count(c); }, cell_start);
     Kokkos::parallel_for(
         "dpk::neighbor::CellFill", Range(space, 0, nloc), KOKKOS_LAMBDA(int a) {
           int const p = cell_start(cell_of_atom(a)) + rank(a);

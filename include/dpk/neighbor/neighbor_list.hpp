@@ -5,6 +5,7 @@
 
 #include <dpk/core/error.hpp>
 #include <dpk/core/for_each.hpp>
+#include <dpk/core/scan.hpp>
 #include <dpk/core/types.hpp>
 #include <algorithm>
 #include <cstdint>
@@ -144,12 +145,8 @@ void build_reverse_neighbors(ExecutionSpace const& space,
             if (n >= 0) Kokkos::atomic_increment(&cursor(n));
           }
         });
-    Kokkos::parallel_scan(
-        "dpk::neighbor::ReverseOffsets", Range(space, 0, nloc + 1), KOKKOS_LAMBDA(int n, int& partial, bool final) {
-          int const c = n < nloc ? cursor(n) : 0;
-          if (final) offset(n) = partial;
-          partial += c;
-        });
+    exclusive_scan(
+        space, "dpk::neighbor::ReverseOffsets", nloc, KOKKOS_LAMBDA(int n) { return cursor(n); }, offset);
     Kokkos::parallel_for(
         "dpk::neighbor::ReverseCursor", Range(space, 0, nloc), KOKKOS_LAMBDA(int n) { cursor(n) = offset(n); });
     Kokkos::parallel_for(
