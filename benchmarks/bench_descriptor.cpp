@@ -19,7 +19,7 @@ void force_virial(benchmark::State& state) {
   dpk_bench::Setup<Scalar> s(int(state.range(0)));
   dpk_bench::Space space;
   for (auto _ : state) {
-    dpk::compute_force_virial(space, s.g, s.env, s.list, s.natoms, s.force, s.virial, s.atom_virial);
+    dpk::compute_force_virial(space, s.g, s.env, s.list, s.natoms, s.force, s.virial, s.atom_virial, s.work);
   }
   state.SetItemsProcessed(state.iterations() * s.nloc);
 }

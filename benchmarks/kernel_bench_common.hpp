@@ -33,6 +33,7 @@ struct Setup {
   dpk::NeighborList<Scalar, Mem> list;
   dpk::EnvironmentStatistics<Scalar, Mem> statistics;
   dpk::EnvironmentMatrix<Scalar, Mem> env;
+  dpk::ForceVirialWorkspace<Scalar, Mem> work;
   dpk::View3<Scalar, Mem> g, v;
   dpk::View2<Scalar, Mem> force, virial, atom_virial, cF, cW;
   int nloc = 0, natoms = 0;

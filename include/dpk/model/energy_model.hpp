@@ -462,7 +462,7 @@ class EnergyModel {
       ensure_extent(out.atom_virial, nloc, 9);
       atom_virial_view = out.atom_virial;
     }
-    compute_force_virial(space, genv_, env_, nlist_, natoms_, out.force, out.virial, atom_virial_view);
+    compute_force_virial(space, genv_, env_, nlist_, natoms_, out.force, out.virial, atom_virial_view, product_work_);
   }
 
   /// Loss value/metrics of pred_ against `labels`; writes the cotangents cE, cF, cW.
@@ -600,6 +600,7 @@ class EnergyModel {
   View3<Scalar, memory_space> genv_{"dpk::model::dE_dRn", 0, 0, 0}, v_{"dpk::model::v", 0, 0, 0};
   View2<Scalar, memory_space> cf_{"dpk::model::dL_dF", 0, 3}, cw_{"dpk::model::dL_dW", 0, 9};
   View1<Scalar, memory_space> ce_{"dpk::model::dL_dE", 0};
+  ForceVirialWorkspace<Scalar, memory_space> product_work_;
 };
 
 }  // namespace dpk

@@ -66,8 +66,6 @@ struct NeighborList {
   View1<int, MemorySpace> reverse_cursor{"dpk::neighbor::reverse_cursor", 0};
   /// (nloc * nnei) position in reverse_pair of each filled (centre, slot); undefined for empty slots.
   View1<int, MemorySpace> reverse_position{"dpk::neighbor::reverse_position", 0};
-  /// (pairs, 6) workspace of the force product: dE/dr_ij, then r_ij, of reverse_pair[p].
-  View2<Scalar, MemorySpace> pair_force{"dpk::neighbor::pair_force", 0, 6};
 };
 
 /// Fills list.reverse_offset / reverse_pair (and reverse_position) from list.index.
@@ -84,7 +82,6 @@ void build_reverse_neighbors(ExecutionSpace const& space,
   ensure_extent(list.reverse_offset, nloc + 1);
   ensure_extent(list.reverse_pair, pairs);
   ensure_extent(list.reverse_position, pairs);
-  ensure_extent(list.pair_force, pairs, 6);
   auto index = list.index;
   auto offset = list.reverse_offset;
   auto pair = list.reverse_pair;
