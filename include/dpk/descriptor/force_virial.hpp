@@ -7,8 +7,9 @@
 /// force[i] += q, force[n] -= q; virial[frame][3a+b] += -q[a] r_ij[b];
 /// atom_virial[n][3a+b] += -q[a] r_ij[b] (DeePMD-kit's prod_force_a / prod_virial_a).
 ///
-/// Two schedules, chosen by the execution space; both use no atomics and are deterministic for
-/// a given thread count:
+/// Two schedules, chosen by the execution space (on host threads also by memory: private
+/// accumulators only while threads * columns <= 3 * nnei, columns 3, or 12 with per-atom
+/// virials); both use no atomics and are deterministic for a given thread count:
 /// - host threads (detail::force_virial_private_sums): each thread takes a contiguous block of
 ///   centres and adds -q into its own force (and per-atom virial) accumulators, one row per atom;
 ///   a pass per atom then sums the threads' rows in thread order. Nothing written is shared
@@ -316,10 +317,16 @@ void compute_force_virial(ExecutionSpace const& space,
   detail::check_product_arguments("compute_force_virial", env, list, natoms, g.extent(0), g.extent(1), g.extent(2));
   require(list.reverse_nloc == list.nloc,
           "compute_force_virial: the neighbour list has no reverse index; call build_reverse_neighbors(space, list)");
-  if constexpr (is_host_space_v<ExecutionSpace>)
-    detail::force_virial_private_sums<Scalar>(space, g, env, list, natoms, force, virial, atom_virial, work);
-  else
-    detail::force_virial_scatter_gather<Scalar>(space, g, env, list, natoms, force, virial, atom_virial, work);
+  if constexpr (is_host_space_v<ExecutionSpace>) {
+    // Private accumulators cost threads * (3 or 12) scalars per atom; beyond the 3 * nnei of r_ij
+    // itself (many threads) the scatter/gather schedule's pair workspace is the smaller one.
+    int const columns = atom_virial.extent(0) > 0 ? 12 : 3;
+    if (std::int64_t(space.concurrency()) * columns <= 3 * std::int64_t(list.nnei)) {
+      detail::force_virial_private_sums<Scalar>(space, g, env, list, natoms, force, virial, atom_virial, work);
+      return;
+    }
+  }
+  detail::force_virial_scatter_gather<Scalar>(space, g, env, list, natoms, force, virial, atom_virial, work);
 }
 
 /// compute_force_virial with a workspace of its own (allocates on every call: keep a
