@@ -94,12 +94,13 @@ struct Pipeline {
     dpk::View2<Scalar, Mem> f("dpk::test::force", nloc, 3), w("dpk::test::virial", nframes, 9),
         aw("dpk::test::atom_virial", nloc, 9);
     dpk::ForceVirialWorkspace<Scalar, Mem> work;
+    dpk::detail::ProductOperands<Scalar, Mem> const in{g, env, list, natoms, f, w, aw};
     if (schedule == Schedule::automatic)
       dpk::compute_force_virial(Space(), g, env, list, natoms, f, w, aw, work);
     else if (schedule == Schedule::private_sums)
-      dpk::detail::force_virial_private_sums<Scalar>(Space(), g, env, list, natoms, f, w, aw, work);
+      dpk::detail::force_virial_private_sums<Scalar>(Space(), in, work);
     else
-      dpk::detail::force_virial_scatter_gather<Scalar>(Space(), g, env, list, natoms, f, w, aw, work);
+      dpk::detail::force_virial_scatter_gather<Scalar>(Space(), in, work);
     auto fh = snapshot(f);
     auto wh = snapshot(w);
     auto awh = snapshot(aw);
@@ -198,7 +199,8 @@ TEST_CASE_TEMPLATE("force, virial and atom virial equal DeePMD-kit's on the wate
     dpk::View2<Scalar, Mem> f("dpk::test::force", nloc, 3), w("dpk::test::virial", 1, 9), none;
     dpk::ForceVirialWorkspace<Scalar, Mem> work;
     if (schedule == Schedule::scatter_gather)
-      dpk::detail::force_virial_scatter_gather<Scalar>(Space(), g, p.env, p.list, 192, f, w, none, work);
+      dpk::detail::force_virial_scatter_gather<Scalar>(
+          Space(), dpk::detail::ProductOperands<Scalar, Mem>{g, p.env, p.list, 192, f, w, none}, work);
     else
       dpk::compute_force_virial(Space(), g, p.env, p.list, 192, f, w, none, work);
     auto fh = snapshot(f);

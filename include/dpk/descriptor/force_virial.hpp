@@ -181,17 +181,30 @@ void check_product_arguments(char const* where, EnvironmentMatrix<Scalar, Memory
       name + ": g/v must be (nloc = " + std::to_string(list.nloc) + ", nnei = " + std::to_string(list.nnei) + ", 4)");
 }
 
+/// The operands of compute_force_virial, as the schedules take them.
+template <class Scalar, class MemorySpace>
+struct ProductOperands {
+  View3<Scalar const, MemorySpace> g;
+  EnvironmentMatrix<Scalar, MemorySpace> const& env;
+  NeighborList<Scalar, MemorySpace> const& list;
+  int natoms;
+  View2<Scalar, MemorySpace> force, virial, atom_virial;  ///< atom_virial may be empty (skipped)
+
+  PairForceSource<Scalar, MemorySpace> source() const {
+    return {list.nnei, g, list.index, list.rij, env.factors, env.inv_std, env.centre_type};
+  }
+};
+
 /// Checks of compute_force_virial's outputs; returns nframes.
 template <class Scalar, class MemorySpace>
-int check_force_virial_outputs(NeighborList<Scalar, MemorySpace> const& list, int natoms,
-                               View2<Scalar, MemorySpace> const& force, View2<Scalar, MemorySpace> const& virial,
-                               View2<Scalar, MemorySpace> const& atom_virial) {
-  int const nloc = list.nloc, nframes = nloc / natoms;
-  require(force.extent(0) >= std::size_t(nloc) && force.extent(1) == 3,
+int check_force_virial_outputs(ProductOperands<Scalar, MemorySpace> const& in) {
+  int const nloc = in.list.nloc, nframes = nloc / in.natoms;
+  require(in.force.extent(0) >= std::size_t(nloc) && in.force.extent(1) == 3,
           "compute_force_virial: force must be (nloc, 3)");
-  require(virial.extent(0) >= std::size_t(nframes) && virial.extent(1) == 9,
+  require(in.virial.extent(0) >= std::size_t(nframes) && in.virial.extent(1) == 9,
           "compute_force_virial: virial must be (nframes = " + std::to_string(nframes) + ", 9)");
-  require(atom_virial.extent(0) == 0 || (atom_virial.extent(0) >= std::size_t(nloc) && atom_virial.extent(1) == 9),
+  require(in.atom_virial.extent(0) == 0 ||
+              (in.atom_virial.extent(0) >= std::size_t(nloc) && in.atom_virial.extent(1) == 9),
           "compute_force_virial: atom_virial must be (nloc, 9) or empty");
   return nframes;
 }
@@ -218,28 +231,24 @@ void reduce_frame_virial(ExecutionSpace const& space, char const* label, Policy 
 /// "dpk::descriptor::ProdForce" (one index per block of centres) and "dpk::descriptor::ProdVirial"
 /// (per atom: the blocks' rows summed in block order).
 template <class Scalar, class ExecutionSpace>
-void force_virial_private_sums(ExecutionSpace const& space, View3<Scalar const, typename ExecutionSpace::memory_space> g,
-                               EnvironmentMatrix<Scalar, typename ExecutionSpace::memory_space> const& env,
-                               NeighborList<Scalar, typename ExecutionSpace::memory_space> const& list, int natoms,
-                               View2<Scalar, typename ExecutionSpace::memory_space> force,
-                               View2<Scalar, typename ExecutionSpace::memory_space> virial,
-                               View2<Scalar, typename ExecutionSpace::memory_space> atom_virial,
+void force_virial_private_sums(ExecutionSpace const& space,
+                               ProductOperands<Scalar, typename ExecutionSpace::memory_space> const& in,
                                ForceVirialWorkspace<Scalar, typename ExecutionSpace::memory_space>& work) {
   using Mem = typename ExecutionSpace::memory_space;
-  int const nloc = list.nloc;
-  int const nframes = check_force_virial_outputs(list, natoms, force, virial, atom_virial);
+  int const nloc = in.list.nloc, natoms = in.natoms;
+  int const nframes = check_force_virial_outputs(in);
+  auto force = in.force;
+  auto atom_virial = in.atom_virial;
   int const workers = std::max(1, std::min(int(space.concurrency()), nloc));
   int const columns = atom_virial.extent(0) > 0 ? 12 : 3;
   std::size_t const block = std::size_t(nloc) * std::size_t(columns);
   ensure_extent(work.accumulators, std::size_t(workers) * block);
   Scalar* const acc = work.accumulators.data();
   FrameVirialReduction<PrivateSumsBody<Scalar, Mem>> reduction{
-      unsigned(9 * nframes),
-      {{list.nnei, g, list.index, list.rij, env.factors, env.inv_std, env.centre_type}, nloc, natoms, workers,
-       columns, acc}};
+      unsigned(9 * nframes), {in.source(), nloc, natoms, workers, columns, acc}};
   reduce_frame_virial<Scalar>(space, "dpk::descriptor::ProdForce",
                               Kokkos::RangePolicy<ExecutionSpace>(space, 0, workers).set_chunk_size(1), reduction,
-                              nframes, virial);
+                              nframes, in.virial);
   Kokkos::parallel_for(
       "dpk::descriptor::ProdVirial", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc), KOKKOS_LAMBDA(int n) {
         Scalar sum[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -259,26 +268,20 @@ void force_virial_private_sums(ExecutionSpace const& space, View3<Scalar const, 
 /// of the pairs pointing at it).
 template <class Scalar, class ExecutionSpace>
 void force_virial_scatter_gather(ExecutionSpace const& space,
-                                 View3<Scalar const, typename ExecutionSpace::memory_space> g,
-                                 EnvironmentMatrix<Scalar, typename ExecutionSpace::memory_space> const& env,
-                                 NeighborList<Scalar, typename ExecutionSpace::memory_space> const& list, int natoms,
-                                 View2<Scalar, typename ExecutionSpace::memory_space> force,
-                                 View2<Scalar, typename ExecutionSpace::memory_space> virial,
-                                 View2<Scalar, typename ExecutionSpace::memory_space> atom_virial,
+                                 ProductOperands<Scalar, typename ExecutionSpace::memory_space> const& in,
                                  ForceVirialWorkspace<Scalar, typename ExecutionSpace::memory_space>& work) {
-  using Mem = typename ExecutionSpace::memory_space;
-  int const nloc = list.nloc;
-  int const nframes = check_force_virial_outputs(list, natoms, force, virial, atom_virial);
-  int const stride = atom_virial.extent(0) > 0 ? 6 : 3;
-  ensure_extent(work.pair_force, (std::size_t(nloc) * std::size_t(list.nnei) + 1) * std::size_t(stride));
+  int const nframes = check_force_virial_outputs(in);
+  int const stride = in.atom_virial.extent(0) > 0 ? 6 : 3;  // q, or q and r_ij, per pair
+  int const nloc = in.list.nloc;
+  auto force = in.force;
+  auto atom_virial = in.atom_virial;
+  ensure_extent(work.pair_force, (std::size_t(nloc) * std::size_t(in.list.nnei) + 1) * std::size_t(stride));
   Scalar* const pair_force = work.pair_force.data();
-  FrameVirialReduction<ScatterBody<Scalar, Mem>> reduction{
-      unsigned(9 * nframes),
-      {{list.nnei, g, list.index, list.rij, env.factors, env.inv_std, env.centre_type}, natoms, stride,
-       list.reverse_position, pair_force, force}};
+  FrameVirialReduction<ScatterBody<Scalar, typename ExecutionSpace::memory_space>> reduction{
+      unsigned(9 * nframes), {in.source(), in.natoms, stride, in.list.reverse_position, pair_force, force}};
   reduce_frame_virial<Scalar>(space, "dpk::descriptor::ProdForce",
-                              Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc), reduction, nframes, virial);
-  auto offset = list.reverse_offset;
+                              Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc), reduction, nframes, in.virial);
+  auto offset = in.list.reverse_offset;
   Kokkos::parallel_for(
       "dpk::descriptor::ProdVirial", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc), KOKKOS_LAMBDA(int n) {
         Scalar f[3] = {force(n, 0), force(n, 1), force(n, 2)};
@@ -317,30 +320,18 @@ void compute_force_virial(ExecutionSpace const& space,
   detail::check_product_arguments("compute_force_virial", env, list, natoms, g.extent(0), g.extent(1), g.extent(2));
   require(list.reverse_nloc == list.nloc,
           "compute_force_virial: the neighbour list has no reverse index; call build_reverse_neighbors(space, list)");
+  detail::ProductOperands<Scalar, typename ExecutionSpace::memory_space> const in{g,     env,    list,       natoms,
+                                                                                   force, virial, atom_virial};
   if constexpr (is_host_space_v<ExecutionSpace>) {
     // Private accumulators cost threads * (3 or 12) scalars per atom; beyond the 3 * nnei of r_ij
     // itself (many threads) the scatter/gather schedule's pair workspace is the smaller one.
     int const columns = atom_virial.extent(0) > 0 ? 12 : 3;
     if (std::int64_t(space.concurrency()) * columns <= 3 * std::int64_t(list.nnei)) {
-      detail::force_virial_private_sums<Scalar>(space, g, env, list, natoms, force, virial, atom_virial, work);
+      detail::force_virial_private_sums<Scalar>(space, in, work);
       return;
     }
   }
-  detail::force_virial_scatter_gather<Scalar>(space, g, env, list, natoms, force, virial, atom_virial, work);
-}
-
-/// compute_force_virial with a workspace of its own (allocates on every call: keep a
-/// ForceVirialWorkspace for repeated calls).
-template <class Scalar, class ExecutionSpace>
-void compute_force_virial(ExecutionSpace const& space,
-                          detail::nondeduced_t<View3<Scalar const, typename ExecutionSpace::memory_space>> g,
-                          EnvironmentMatrix<Scalar, typename ExecutionSpace::memory_space> const& env,
-                          NeighborList<Scalar, typename ExecutionSpace::memory_space> const& list, int natoms,
-                          detail::nondeduced_t<View2<Scalar, typename ExecutionSpace::memory_space>> force,
-                          detail::nondeduced_t<View2<Scalar, typename ExecutionSpace::memory_space>> virial,
-                          detail::nondeduced_t<View2<Scalar, typename ExecutionSpace::memory_space>> atom_virial) {
-  ForceVirialWorkspace<Scalar, typename ExecutionSpace::memory_space> work;
-  compute_force_virial<Scalar>(space, g, env, list, natoms, force, virial, atom_virial, work);
+  detail::force_virial_scatter_gather<Scalar>(space, in, work);
 }
 
 /// Adjoint of compute_force_virial (kernel "dpk::descriptor::ForceVirialAdjoint"): given
