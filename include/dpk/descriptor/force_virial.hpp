@@ -40,6 +40,9 @@ struct ForceVirialWorkspace {
   View1<Scalar, MemorySpace> accumulators{"dpk::descriptor::force_accumulators", 0};
   /// Device schedule: q (and r_ij) per pair in reverse-list order, pairs * (3, or 6).
   View1<Scalar, MemorySpace> pair_force{"dpk::descriptor::pair_force", 0};
+  /// Frame virials as reduced (double) and as copied to `virial` (host side), nframes * 9.
+  std::vector<double> frame_sums;
+  View2<Scalar, Kokkos::HostSpace> virial_host{"dpk::descriptor::virial_host", 0, 9};
 };
 
 namespace detail {
@@ -210,20 +213,23 @@ int check_force_virial_outputs(ProductOperands<Scalar, MemorySpace> const& in) {
 }
 
 /// Runs reduction (a FrameVirialReduction) over `policy`, then writes the frame virials, summed
-/// in double on the host side, into virial (nframes, 9) as Scalar. Fences.
+/// in double on the host side, into virial (nframes, 9) as Scalar. Fences. Allocates only when
+/// `work` grows.
 template <class Scalar, class ExecutionSpace, class Policy, class Reduction>
 void reduce_frame_virial(ExecutionSpace const& space, char const* label, Policy const& policy,
                          Reduction const& reduction, int nframes,
-                         View2<Scalar, typename ExecutionSpace::memory_space> const& virial) {
-  std::vector<double> total(std::size_t(9) * nframes, 0.0);
-  Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> result(total.data(), total.size());
+                         View2<Scalar, typename ExecutionSpace::memory_space> const& virial,
+                         ForceVirialWorkspace<Scalar, typename ExecutionSpace::memory_space>& work) {
+  work.frame_sums.assign(std::size_t(9) * nframes, 0.0);
+  Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> result(work.frame_sums.data(),
+                                                                                         work.frame_sums.size());
   Kokkos::parallel_reduce(label, policy, reduction, result);
   space.fence();
-  auto virial_rows = Kokkos::subview(virial, std::make_pair(0, nframes), Kokkos::ALL());
-  auto host = Kokkos::create_mirror_view(virial_rows);
+  ensure_extent(work.virial_host, nframes, 9);
+  auto host = Kokkos::subview(work.virial_host, std::make_pair(0, nframes), Kokkos::ALL());
   for (int f = 0; f < nframes; ++f)
-    for (int k = 0; k < 9; ++k) host(f, k) = Scalar(total[9 * f + k]);
-  Kokkos::deep_copy(space, virial_rows, host);
+    for (int k = 0; k < 9; ++k) host(f, k) = Scalar(work.frame_sums[9 * f + k]);
+  Kokkos::deep_copy(space, Kokkos::subview(virial, std::make_pair(0, nframes), Kokkos::ALL()), host);
   space.fence();
 }
 
@@ -248,7 +254,7 @@ void force_virial_private_sums(ExecutionSpace const& space,
       unsigned(9 * nframes), {in.source(), nloc, natoms, workers, columns, acc}};
   reduce_frame_virial<Scalar>(space, "dpk::descriptor::ProdForce",
                               Kokkos::RangePolicy<ExecutionSpace>(space, 0, workers).set_chunk_size(1), reduction,
-                              nframes, in.virial);
+                              nframes, in.virial, work);
   Kokkos::parallel_for(
       "dpk::descriptor::ProdVirial", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc), KOKKOS_LAMBDA(int n) {
         Scalar sum[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -280,7 +286,7 @@ void force_virial_scatter_gather(ExecutionSpace const& space,
   FrameVirialReduction<ScatterBody<Scalar, typename ExecutionSpace::memory_space>> reduction{
       unsigned(9 * nframes), {in.source(), in.natoms, stride, in.list.reverse_position, pair_force, force}};
   reduce_frame_virial<Scalar>(space, "dpk::descriptor::ProdForce",
-                              Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc), reduction, nframes, in.virial);
+                              Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc), reduction, nframes, in.virial, work);
   auto offset = in.list.reverse_offset;
   Kokkos::parallel_for(
       "dpk::descriptor::ProdVirial", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc), KOKKOS_LAMBDA(int n) {
