@@ -233,7 +233,8 @@ void reduce_frame_virial(ExecutionSpace const& space, char const* label, Policy 
   space.fence();
 }
 
-/// The host schedule of compute_force_virial (file comment); runs on any space. Kernels
+/// The host schedule of compute_force_virial (file comment): correct on any space, sized for host
+/// threads (one accumulator block per unit of concurrency). Kernels
 /// "dpk::descriptor::ProdForce" (one index per block of centres) and "dpk::descriptor::ProdVirial"
 /// (per atom: the blocks' rows summed in block order).
 template <class Scalar, class ExecutionSpace>
@@ -269,7 +270,7 @@ void force_virial_private_sums(ExecutionSpace const& space,
   space.fence();
 }
 
-/// The device schedule of compute_force_virial (file comment); runs on any space. Kernels
+/// The device schedule of compute_force_virial (file comment); also the host fallback. Kernels
 /// "dpk::descriptor::ProdForce" (per centre) and "dpk::descriptor::ProdVirial" (per atom: gather
 /// of the pairs pointing at it).
 template <class Scalar, class ExecutionSpace>
