@@ -3,8 +3,9 @@
 // On a shared virtual machine the second vCPU can be slower while both are busy (host
 // hyperthread siblings busy with other guests, a lower clock when more cores run). A 2-thread
 // kernel then cannot reach a 2x speed-up whatever its code does. benchmarks/sweep/measure_all.sh
-// runs this probe before each benchmark and logs the result next to the load average, so a poor
-// 2-thread figure can be told apart from a machine that had less than two cores to give.
+// logs this probe next to the load average before each benchmark program, and
+// benchmarks/sweep/scaling.py runs it around every 1- and 2-thread run, so a poor 2-thread figure
+// can be told apart from a machine that had less than two cores to give.
 //
 // Prints one line: "core probe: alone A GFLOP/s, together B + C GFLOP/s, pair/alone R" where R is
 // (B + C) / A (2.0: two full cores). Each measurement is a 0.3 s run of independent

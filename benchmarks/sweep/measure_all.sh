@@ -10,7 +10,7 @@
 # Environment: BUILD (default build/perf), OUT (default docs/sweep), BLAS (default 1),
 #              REPS (benchmark repetitions, default 5).
 # Build first: cmake --preset openmp -B build/perf && cmake --build build/perf -j2 --target \
-#   dpk-train bench_gemm bench_model bench_neighbor bench_descriptor
+#   dpk-train bench_gemm bench_model bench_neighbor bench_descriptor dpk-core-probe
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build/perf}
@@ -23,8 +23,10 @@ stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(gemm threads model kernels sweep)
 bind=(OMP_PROC_BIND=spread OMP_PLACES=threads)
 
-note() {  # stage name, then the load average before it
-  echo "$(date -u +%H:%M:%S) $1: load average $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/load.txt"
+note() {  # stage name, then the load average and (when built) dpk-core-probe's two-core check before it
+  local probe=""
+  [ -x "$BUILD/benchmarks/dpk-core-probe" ] && probe="; $("$BUILD/benchmarks/dpk-core-probe")"
+  echo "$(date -u +%H:%M:%S) $1: load average $(cut -d' ' -f1-3 /proc/loadavg)$probe" | tee -a "$OUT/load.txt"
 }
 
 bench() {  # name threads program [args...]: console table to $OUT/name.txt, JSON to $OUT/name.json
