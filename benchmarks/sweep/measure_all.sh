@@ -5,10 +5,12 @@
 #   model     bench_model (forward, forces, training gradient; batch 1 and 8; float, double) at
 #             1 and 2 Kokkos threads, with dpk-train's BLAS default (OPENBLAS_NUM_THREADS=$BLAS)
 #   kernels   bench_neighbor and bench_descriptor at 1 and 2 threads
+#   scaling   scaling.py on bench_descriptor and bench_neighbor: 1 vs 2 threads per kernel, each
+#             run bracketed by dpk-core-probe (ROUNDS rounds, default 7; ~6 + ~4 min)
 #   sweep     sweep.py on the water example (CSV + PNG)
 # Usage: benchmarks/sweep/measure_all.sh [stage ...]   (default: all stages)
 # Environment: BUILD (default build/perf), OUT (default docs/sweep), BLAS (default 1),
-#              REPS (benchmark repetitions, default 5).
+#              REPS (benchmark repetitions, default 5), ROUNDS (scaling rounds, default 7).
 # Build first: cmake --preset openmp -B build/perf && cmake --build build/perf -j2 --target \
 #   dpk-train bench_gemm bench_model bench_neighbor bench_descriptor dpk-core-probe
 set -euo pipefail
@@ -54,11 +56,17 @@ for stage in "${stages[@]}"; do
         bench "neighbor_omp$t" "$t" bench_neighbor
         bench "descriptor_omp$t" "$t" bench_descriptor
       done ;;
+    scaling)
+      for program in descriptor neighbor; do
+        note "scaling_$program"
+        $PY benchmarks/sweep/scaling.py --bench "$BUILD/benchmarks/bench_$program" --rounds "${ROUNDS:-7}" \
+          --csv "$OUT/scaling_$program.csv" | tee "$OUT/scaling_$program.txt"
+      done ;;
     sweep)
       note sweep
       $PY benchmarks/sweep/sweep.py --dpk-train "$BUILD/examples/trainer/dpk-train" --csv "$OUT/sweep.csv" \
         --png "$OUT/sweep.png" | tee "$OUT/sweep.txt" ;;
-    *) echo "unknown stage $stage (gemm threads model kernels sweep)" >&2; exit 2 ;;
+    *) echo "unknown stage $stage (gemm threads model kernels scaling sweep)" >&2; exit 2 ;;
   esac
 done
 note done
