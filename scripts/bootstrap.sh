@@ -7,6 +7,14 @@
 #   scripts/bootstrap.sh --gpu-bundle  additionally a Kokkos (CUDA+Serial, sm_80, static CUDA
 #                                   runtime, native Kokkos Kernels GEMM: no cuBLAS/BLAS) for
 #                                   scripts/gpu_bundle.sh, in $DPK_DEPS_PREFIX/kokkos-cuda-bundle
+#   scripts/bootstrap.sh --kokkos4  additionally Kokkos 4.6.01 + Kokkos Kernels 4.6.02 (Serial+
+#                                   OpenMP, BLAS TPL) from the release tarballs in ../shared/deps
+#                                   (or $DPK_KOKKOS4_SOURCES), twice: $DPK_DEPS_PREFIX/kokkos4-openmp
+#                                   and, with Kokkos_ENABLE_DEPRECATED_CODE_4=OFF (what Kokkos 5
+#                                   removes), $DPK_DEPS_PREFIX/kokkos4-openmp-nodeprecated
+#   scripts/bootstrap.sh --gpu-bundle-hopper  additionally the bundle Kokkos built from 4.6.01 for
+#                                   Hopper (Kokkos_ARCH_HOPPER90, sm_90), in
+#                                   $DPK_DEPS_PREFIX/kokkos4-cuda-bundle-hopper
 #
 # Kokkos is built from Debian's `trilinos` source package (Kokkos 3.4.01) only when no usable
 # Kokkos is found (Kokkos_ROOT / CMAKE_PREFIX_PATH / the cache prefix). Installs are cached in
@@ -19,14 +27,25 @@ KOKKOS_CUDA_PREFIX="$PREFIX_ROOT/kokkos-cuda"
 KOKKOS_BUNDLE_PREFIX="$PREFIX_ROOT/kokkos-cuda-bundle"
 SRC_CACHE="$PREFIX_ROOT/src"
 JOBS="${DPK_BUILD_JOBS:-$(nproc)}"
+KOKKOS4_PREFIX="$PREFIX_ROOT/kokkos4-openmp"
+KOKKOS4_NODEP_PREFIX="$PREFIX_ROOT/kokkos4-openmp-nodeprecated"
+KOKKOS4_BUNDLE_HOPPER_PREFIX="$PREFIX_ROOT/kokkos4-cuda-bundle-hopper"
+KOKKOS4_VERSION=4.6.01
+KOKKOS_KERNELS4_VERSION=4.6.02
+KOKKOS4_SOURCES="${DPK_KOKKOS4_SOURCES:-$(cd "$(dirname "$0")/.." && pwd)/../shared/deps}"
 WANT_CUDA=0
 WANT_BUNDLE=0
+WANT_KOKKOS4=0
+WANT_BUNDLE_HOPPER=0
+WANT_CUDA34=0
 for arg in "$@"; do
   case "$arg" in
-    --cuda) WANT_CUDA=1 ;;
-    --gpu-bundle) WANT_CUDA=1; WANT_BUNDLE=1 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-    *) echo "bootstrap: unknown option '$arg' (expected --cuda, --gpu-bundle or --help)" >&2; exit 2 ;;
+    --cuda) WANT_CUDA=1; WANT_CUDA34=1 ;;
+    --gpu-bundle) WANT_CUDA=1; WANT_CUDA34=1; WANT_BUNDLE=1 ;;
+    --kokkos4) WANT_KOKKOS4=1 ;;
+    --gpu-bundle-hopper) WANT_CUDA=1; WANT_BUNDLE_HOPPER=1; WANT_KOKKOS4=1 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) echo "bootstrap: unknown option '$arg' (expected --cuda, --gpu-bundle, --kokkos4, --gpu-bundle-hopper or --help)" >&2; exit 2 ;;
   esac
 done
 
@@ -113,21 +132,47 @@ fetch_trilinos() {
   echo "$src_dir"
 }
 
+# Kokkos 4.6 release tarballs (../shared/deps), checked against SHA256SUMS and extracted once
+# into $SRC_CACHE/kokkos-<version> and $SRC_CACHE/kokkos-kernels-<version>.
+fetch_kokkos4() {
+  local name
+  for name in "kokkos-$KOKKOS4_VERSION" "kokkos-kernels-$KOKKOS_KERNELS4_VERSION"; do
+    [ -f "$SRC_CACHE/$name/CMakeLists.txt" ] && continue
+    local tarball="$KOKKOS4_SOURCES/$name.tar.gz"
+    [ -f "$tarball" ] || die "$tarball not found: Kokkos 4 sources are expected in ../shared/deps (or set DPK_KOKKOS4_SOURCES to the folder holding $name.tar.gz)"
+    if [ -f "$KOKKOS4_SOURCES/SHA256SUMS" ]; then
+      (cd "$KOKKOS4_SOURCES" && grep " $name.tar.gz\$" SHA256SUMS | sha256sum -c --quiet -) >&2 \
+        || die "$tarball does not match $KOKKOS4_SOURCES/SHA256SUMS"
+    fi
+    say "extracting $name.tar.gz" >&2
+    $SUDO mkdir -p "$SRC_CACHE"
+    $SUDO rm -rf "$SRC_CACHE/$name" "$SRC_CACHE/$name.partial"
+    $SUDO mkdir -p "$SRC_CACHE/$name.partial"
+    $SUDO tar -xzf "$tarball" -C "$SRC_CACHE/$name.partial" --strip-components=1
+    $SUDO mv "$SRC_CACHE/$name.partial" "$SRC_CACHE/$name"
+  done
+}
+
 # build_kokkos PREFIX NAME [extra cmake args...]
+# Sources: KOKKOS_SRC / KERNELS_SRC when set (Kokkos 4), else Debian's trilinos (Kokkos 3.4).
 build_kokkos() {
   local prefix="$1" name="$2"; shift 2
-  local src; src=$(fetch_trilinos)
+  local kokkos_src="${KOKKOS_SRC:-}" kernels_src="${KERNELS_SRC:-}"
+  if [ -z "$kokkos_src" ]; then
+    local src; src=$(fetch_trilinos)
+    kokkos_src="$src/packages/kokkos" kernels_src="$src/packages/kokkos-kernels"
+  fi
   local build="$SRC_CACHE/build-$name"
   $SUDO rm -rf "$build" "$prefix.partial"
   say "building Kokkos ($name) into $prefix"
-  $SUDO cmake -S "$src/packages/kokkos" -B "$build/kokkos" -DCMAKE_BUILD_TYPE=Release \
+  $SUDO cmake -S "$kokkos_src" -B "$build/kokkos" -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_INSTALL_PREFIX="$prefix.partial" -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_SERIAL=ON \
       -DKokkos_ENABLE_OPENMP=ON -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON "$@" >"$build.kokkos.log" 2>&1 \
     || { tail -30 "$build.kokkos.log" >&2; die "Kokkos configure failed (log: $build.kokkos.log)"; }
   $SUDO cmake --build "$build/kokkos" -j "$JOBS" >>"$build.kokkos.log" 2>&1 && $SUDO cmake --install "$build/kokkos" >>"$build.kokkos.log" 2>&1 \
     || { tail -30 "$build.kokkos.log" >&2; die "Kokkos build failed (log: $build.kokkos.log)"; }
   say "building Kokkos Kernels ($name, ETI off, BLAS TPL)"
-  $SUDO cmake -S "$src/packages/kokkos-kernels" -B "$build/kernels" -DCMAKE_BUILD_TYPE=Release \
+  $SUDO cmake -S "$kernels_src" -B "$build/kernels" -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_INSTALL_PREFIX="$prefix.partial" -DKokkos_ROOT="$prefix.partial" -DCMAKE_CXX_STANDARD=17 \
       -DKokkosKernels_ADD_DEFAULT_ETI=OFF -DKokkosKernels_ENABLE_TPL_BLAS=ON -DKokkosKernels_ENABLE_TESTS=OFF \
       -DKokkosKernels_ENABLE_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
@@ -135,6 +180,7 @@ build_kokkos() {
     || { tail -30 "$build.kernels.log" >&2; die "Kokkos Kernels configure failed (log: $build.kernels.log)"; }
   $SUDO cmake --build "$build/kernels" -j "$JOBS" >>"$build.kernels.log" 2>&1 && $SUDO cmake --install "$build/kernels" >>"$build.kernels.log" 2>&1 \
     || { tail -30 "$build.kernels.log" >&2; die "Kokkos Kernels build failed (log: $build.kernels.log)"; }
+  printf '%s\n' "$*" | $SUDO tee "$prefix.partial/.dpk-options" >/dev/null
   $SUDO rm -rf "$prefix" && $SUDO mv "$prefix.partial" "$prefix"
   $SUDO rm -rf "$build"
   say "installed Kokkos ($name) in $prefix"
@@ -159,6 +205,31 @@ elif have_kokkos_in "$KOKKOS_PREFIX" >/dev/null; then
   say "Kokkos (OpenMP) cached in $KOKKOS_PREFIX"
 else
   build_kokkos "$KOKKOS_PREFIX" openmp
+fi
+
+# --------------------------------------------------------------------------- Kokkos 4.6 (--kokkos4)
+# cached_kokkos PREFIX OPTIONS...: true when PREFIX holds a finished build made with OPTIONS.
+cached_kokkos() {
+  local prefix="$1"; shift
+  have_kokkos_in "$prefix" >/dev/null && [ "$(cat "$prefix/.dpk-options" 2>/dev/null)" = "$*" ]
+}
+if [ "$WANT_KOKKOS4" = 1 ]; then
+  K4_OPTS=(-DKokkos_ENABLE_DEPRECATED_CODE_4=ON -DKokkos_ENABLE_DEPRECATION_WARNINGS=ON)
+  K4_NODEP_OPTS=(-DKokkos_ENABLE_DEPRECATED_CODE_4=OFF)
+  if cached_kokkos "$KOKKOS4_PREFIX" "${K4_OPTS[@]}"; then
+    say "Kokkos $KOKKOS4_VERSION (OpenMP) cached in $KOKKOS4_PREFIX"
+  else
+    fetch_kokkos4
+    KOKKOS_SRC="$SRC_CACHE/kokkos-$KOKKOS4_VERSION" KERNELS_SRC="$SRC_CACHE/kokkos-kernels-$KOKKOS_KERNELS4_VERSION" \
+      build_kokkos "$KOKKOS4_PREFIX" kokkos4-openmp "${K4_OPTS[@]}"
+  fi
+  if cached_kokkos "$KOKKOS4_NODEP_PREFIX" "${K4_NODEP_OPTS[@]}"; then
+    say "Kokkos $KOKKOS4_VERSION (OpenMP, no deprecated code) cached in $KOKKOS4_NODEP_PREFIX"
+  else
+    fetch_kokkos4
+    KOKKOS_SRC="$SRC_CACHE/kokkos-$KOKKOS4_VERSION" KERNELS_SRC="$SRC_CACHE/kokkos-kernels-$KOKKOS_KERNELS4_VERSION" \
+      build_kokkos "$KOKKOS4_NODEP_PREFIX" kokkos4-openmp-nodeprecated "${K4_NODEP_OPTS[@]}"
+  fi
 fi
 
 # --------------------------------------------------------------------------- CUDA 11.8 toolchain
@@ -222,7 +293,9 @@ if [ "$WANT_CUDA" = 1 ]; then
   setup_cuda_toolchain
   # Debian's CUDA first on PATH: CMake's FindCUDAToolkit (used by Kokkos) must see CUDA 11.8.
   export PATH="$CUDA_TOOLCHAIN/bin:/usr/bin:$PATH"
-  if have_kokkos_in "$KOKKOS_CUDA_PREFIX" >/dev/null && cmp -s "$CUDA_TOOLCHAIN/.stamp" "$KOKKOS_CUDA_PREFIX/.dpk-toolchain" \
+  if [ "$WANT_CUDA34" = 0 ]; then
+    :  # only the Kokkos 4 Hopper bundle was asked for
+  elif have_kokkos_in "$KOKKOS_CUDA_PREFIX" >/dev/null && cmp -s "$CUDA_TOOLCHAIN/.stamp" "$KOKKOS_CUDA_PREFIX/.dpk-toolchain" \
      && cmp -s "$CUDA_TOOLCHAIN/bin/nvcc_wrapper" "$KOKKOS_CUDA_PREFIX/bin/nvcc_wrapper"; then
     say "Kokkos (CUDA) cached in $KOKKOS_CUDA_PREFIX"
   else
@@ -248,6 +321,38 @@ if [ "$WANT_CUDA" = 1 ]; then
       KK_EXTRA=()
       $SUDO cp "$CUDA_TOOLCHAIN/bin/nvcc_wrapper" "$KOKKOS_BUNDLE_PREFIX/bin/nvcc_wrapper"
       $SUDO cp "$CUDA_TOOLCHAIN/.stamp" "$KOKKOS_BUNDLE_PREFIX/.dpk-toolchain"
+    fi
+  fi
+  if [ "$WANT_BUNDLE_HOPPER" = 1 ]; then
+    # The bundle's Kokkos (CUDA + Serial, static cudart, native Kokkos Kernels GEMM) from the
+    # Kokkos 4.6 sources, for Hopper (sm_90, which CUDA 11.8 knows): native code on H100/H200
+    # instead of sm_80 PTX JIT-compiled by the driver. Its own nvcc_wrapper (Kokkos 4.6's, with
+    # the same defaults as above but sm_90).
+    fetch_kokkos4
+    HOPPER_OPTS=(-DCMAKE_CXX_COMPILER="$KOKKOS4_BUNDLE_HOPPER_PREFIX.wrapper/nvcc_wrapper" -DKokkos_ENABLE_CUDA=ON
+                 -DKokkos_ARCH_HOPPER90=ON -DKokkos_ENABLE_OPENMP=OFF -DKokkos_ENABLE_DEPRECATED_CODE_4=OFF
+                 -DCUDA_cudart_LIBRARY="$CUDA_TOOLCHAIN/lib64/libcudart_static.a")
+    $SUDO mkdir -p "$KOKKOS4_BUNDLE_HOPPER_PREFIX.wrapper"
+    sed -e 's|^default_arch="sm_[0-9]*"|default_arch="${NVCC_WRAPPER_DEFAULT_ARCH:-sm_90}"|' \
+        -e 's|^host_compiler=${NVCC_WRAPPER_DEFAULT_COMPILER:-"g++"}|host_compiler=${NVCC_WRAPPER_DEFAULT_COMPILER:-"g++-11"}|' \
+        -e "s|^nvcc_compiler=nvcc\$|nvcc_compiler=$CUDA_TOOLCHAIN/bin/nvcc|" \
+        "$SRC_CACHE/kokkos-$KOKKOS4_VERSION/bin/nvcc_wrapper" | $SUDO tee "$KOKKOS4_BUNDLE_HOPPER_PREFIX.wrapper/nvcc_wrapper" >/dev/null
+    $SUDO chmod 755 "$KOKKOS4_BUNDLE_HOPPER_PREFIX.wrapper/nvcc_wrapper"
+    for name in 'sm_90}"' '"g++-11"}' "nvcc_compiler=$CUDA_TOOLCHAIN/bin/nvcc"; do
+      grep -qF "$name" "$KOKKOS4_BUNDLE_HOPPER_PREFIX.wrapper/nvcc_wrapper" || die "could not patch Kokkos 4 nvcc_wrapper defaults ($name)"
+    done
+    if cached_kokkos "$KOKKOS4_BUNDLE_HOPPER_PREFIX" "${HOPPER_OPTS[@]}" && cmp -s "$CUDA_TOOLCHAIN/.stamp" "$KOKKOS4_BUNDLE_HOPPER_PREFIX/.dpk-toolchain" \
+       && cmp -s "$KOKKOS4_BUNDLE_HOPPER_PREFIX.wrapper/nvcc_wrapper" "$KOKKOS4_BUNDLE_HOPPER_PREFIX/bin/nvcc_wrapper"; then
+      say "Kokkos $KOKKOS4_VERSION (CUDA bundle, Hopper) cached in $KOKKOS4_BUNDLE_HOPPER_PREFIX"
+    else
+      KK_EXTRA=(-DKokkosKernels_ENABLE_TPL_BLAS=OFF -DKokkosKernels_ENABLE_TPL_CUBLAS=OFF
+                -DKokkosKernels_ENABLE_TPL_CUSPARSE=OFF -DKokkosKernels_ENABLE_TPL_CUSOLVER=OFF)
+      KOKKOS_SRC="$SRC_CACHE/kokkos-$KOKKOS4_VERSION" KERNELS_SRC="$SRC_CACHE/kokkos-kernels-$KOKKOS_KERNELS4_VERSION" \
+        build_kokkos "$KOKKOS4_BUNDLE_HOPPER_PREFIX" kokkos4-cuda-bundle-hopper "${HOPPER_OPTS[@]}"
+      KK_EXTRA=()
+      $SUDO mkdir -p "$KOKKOS4_BUNDLE_HOPPER_PREFIX/bin"
+      $SUDO cp "$KOKKOS4_BUNDLE_HOPPER_PREFIX.wrapper/nvcc_wrapper" "$KOKKOS4_BUNDLE_HOPPER_PREFIX/bin/nvcc_wrapper"
+      $SUDO cp "$CUDA_TOOLCHAIN/.stamp" "$KOKKOS4_BUNDLE_HOPPER_PREFIX/.dpk-toolchain"
     fi
   fi
   say "CUDA: configure with: cmake --preset cuda   (compiler $KOKKOS_CUDA_PREFIX/bin/nvcc_wrapper)"

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# Build a self-contained GPU bundle: the test binaries and the trainer compiled with CUDA 11.8 for
-# Ampere (sm_80 SASS + compute_80 PTX, which the driver JIT-compiles for newer GPUs such as
-# Hopper), CUDA runtime, libstdc++ and libgcc linked statically, Kokkos Kernels' native GEMM
-# (no cuBLAS: CUDA 11's cuBLAS is far too large to ship), no MPI and no OpenMP, plus the water
-# data, the test data and a run script. On a GPU host (any Linux x86_64 with an NVIDIA driver
-# recent enough for CUDA 11.8, glibc >= the one listed in MANIFEST.txt):
+# Build a self-contained GPU bundle: the test binaries and the trainer compiled with CUDA 11.8,
+# CUDA runtime, libstdc++ and libgcc linked statically, Kokkos Kernels' native GEMM (no cuBLAS:
+# CUDA 11's cuBLAS is far too large to ship), no MPI and no OpenMP, plus the water data, the test
+# data and a run script. Two targets (DPK_BUNDLE_ARCH):
+#   hopper90 (default)  Kokkos 4.6.01 built for Kokkos_ARCH_HOPPER90: native sm_90 code for
+#                       H100/H200 (scripts/bootstrap.sh --gpu-bundle-hopper)
+#   ampere80            Kokkos 3.4.01 built for Kokkos_ARCH_AMPERE80: sm_80 SASS + compute_80 PTX,
+#                       which the driver JIT-compiles for newer GPUs (scripts/bootstrap.sh --gpu-bundle)
+# On a GPU host (any Linux x86_64 with an NVIDIA driver recent enough for CUDA 11.8, glibc >= the
+# one listed in MANIFEST.txt):
 #
 #   tar -xzf dpk-gpu-bundle.tar.gz && dpk-gpu-bundle/run.sh [device] [steps]  # tests + short training
 #
 #   scripts/gpu_bundle.sh [OUTPUT.tar.gz]    (default build/dpk-gpu-bundle.tar.gz)
-#   DPK_BUNDLE_BUILD_DIR  build folder (default build/gpu-bundle)
+#   DPK_BUNDLE_ARCH       hopper90 (default) or ampere80
+#   DPK_BUNDLE_BUILD_DIR  build folder (default build/gpu-bundle-<arch>)
 #   DPK_BUILD_JOBS        parallel compile jobs (default: nproc)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,18 +22,25 @@ say() { printf '[gpu_bundle] %s\n' "$*"; }
 die() { printf '[gpu_bundle] error: %s\n' "$*" >&2; exit 1; }
 
 out="${1:-build/dpk-gpu-bundle.tar.gz}"
-build_dir="${DPK_BUNDLE_BUILD_DIR:-build/gpu-bundle}"
+arch="${DPK_BUNDLE_ARCH:-hopper90}"
+build_dir="${DPK_BUNDLE_BUILD_DIR:-build/gpu-bundle-$arch}"
 jobs="${DPK_BUILD_JOBS:-$(nproc)}"
 deps="${DPK_DEPS_PREFIX:-/opt/dpk-deps}"
-prefix="$deps/kokkos-cuda-bundle"
+case "$arch" in
+  hopper90) prefix="$deps/kokkos4-cuda-bundle-hopper" bootstrap_flag=--gpu-bundle-hopper
+            kokkos_line="Kokkos 4.6.01 CUDA + Serial, Kokkos_ARCH_HOPPER90 (sm_90 SASS)" ;;
+  ampere80) prefix="$deps/kokkos-cuda-bundle" bootstrap_flag=--gpu-bundle
+            kokkos_line="Kokkos 3.4.01 CUDA + Serial, Kokkos_ARCH_AMPERE80 (sm_80 SASS + PTX), CUDA_LAMBDA" ;;
+  *) die "DPK_BUNDLE_ARCH='$arch': expected hopper90 or ampere80" ;;
+esac
 limit_mb=60
 start=$(date +%s)
 
-scripts/bootstrap.sh --gpu-bundle
+scripts/bootstrap.sh "$bootstrap_flag"
 
 # As the cuda preset: a host-only call or a `this` capture in a kernel is an error, not a warning.
 strict_flags=$(python3 -c 'import json; print([p for p in json.load(open("CMakePresets.json"))["configurePresets"] if p["name"] == "cuda"][0]["cacheVariables"]["CMAKE_CXX_FLAGS"])')
-say "configure $build_dir (CUDA sm_80 + PTX, static cudart/libstdc++, no MPI, no cuBLAS)"
+say "configure $build_dir ($arch: $kokkos_line; static cudart/libstdc++, no MPI, no cuBLAS)"
 mkdir -p "$build_dir"
 cmake -S . -B "$build_dir" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CXX_COMPILER="$prefix/bin/nvcc_wrapper" -DCMAKE_PREFIX_PATH="$prefix" \
@@ -112,7 +124,7 @@ chmod 755 "$stage/run.sh"
 {
   echo "dpk GPU bundle — $(cat "$stage/VERSION")"
   echo "Toolchain: $("$deps/cuda-11.8/bin/nvcc" --version | grep release), host $(g++-11 --version | head -n1)"
-  echo "Kokkos: CUDA + Serial, Kokkos_ARCH_AMPERE80, CUDA_LAMBDA; Kokkos Kernels native GEMM (no cuBLAS)"
+  echo "Kokkos: $kokkos_line; Kokkos Kernels native GEMM (no cuBLAS)"
   echo; echo "Binaries and their shared-library needs (everything else is linked statically):"
   for f in "$stage"/bin/*; do
     echo "  $(basename "$f"): $(objdump -p "$f" | awk '/NEEDED/ {print $2}' | tr '\n' ' ')"

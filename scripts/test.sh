@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
-# Set up dependencies, build the openmp preset and run the whole test suite (ctest).
+# Set up dependencies, build a CPU preset and run the whole test suite (ctest).
 # Usage: scripts/test.sh [extra ctest args]
+#   DPK_PRESET  configure/build preset (default openmp: Kokkos 3.4.01 from bootstrap.sh);
+#               openmp-kokkos4 / openmp-kokkos4-nodeprecated use Kokkos 4.6.01 (bootstrap.sh --kokkos4)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/bootstrap.sh
-cmake --preset openmp
-cmake --build build/openmp -j "${DPK_BUILD_JOBS:-$(nproc)}"
-ctest --test-dir build/openmp --output-on-failure "$@"
+preset="${DPK_PRESET:-openmp}"
+case "$preset" in
+  *kokkos4*) scripts/bootstrap.sh --kokkos4 ;;
+  *) scripts/bootstrap.sh ;;
+esac
+build_dir=$(python3 -c 'import json,sys; p=[p for p in json.load(open("CMakePresets.json"))["configurePresets"] if p["name"]==sys.argv[1]]; print(p[0].get("binaryDir","").replace("${sourceDir}/","") if p else "")' "$preset")
+[ -n "$build_dir" ] || { echo "test.sh: no configure preset '$preset' in CMakePresets.json" >&2; exit 2; }
+cmake --preset "$preset"
+cmake --build "$build_dir" -j "${DPK_BUILD_JOBS:-$(nproc)}"
+ctest --test-dir "$build_dir" --output-on-failure "$@"

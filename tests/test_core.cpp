@@ -28,8 +28,42 @@ TEST_CASE_TEMPLATE("compat gemm equals a plain triple loop", Scalar, double, flo
     for (int j = 0; j < n; ++j) {
       double ref = 0;
       for (int l = 0; l < k; ++l) ref += double(ha(i, l)) * double(hb(l, j));
-      CHECK(double(hc(i, j)) == doctest::Approx(ref).epsilon(1e-5));
+      CHECK(double(hc(i, j)) == doctest::Approx(ref).epsilon(sizeof(Scalar) == 8 ? 1e-14 : 1e-5));
     }
+}
+
+// dpk::math names Kokkos::Experimental:: (3.x) or Kokkos:: (4.x, 5.x) functions: the same values
+// as the C library on the host, evaluated inside a kernel of the default execution space.
+TEST_CASE_TEMPLATE("compat math functions equal the C library inside a kernel", Scalar, double, float) {
+  using Space = dpk::DefaultExecutionSpace;
+  int const n = 9, nf = 12;
+  Kokkos::View<Scalar**, dpk::memory_space_t<Space>> out("dpk::test::math", n, nf);
+  Kokkos::parallel_for(
+      "dpk::test::Math", Kokkos::RangePolicy<Space>(0, n), KOKKOS_LAMBDA(int i) {
+        Scalar const x = Scalar(0.37) * Scalar(i) - Scalar(1.1);
+        out(i, 0) = dpk::math::exp(x);
+        out(i, 1) = dpk::math::fabs(x);
+        out(i, 2) = dpk::math::floor(x);
+        out(i, 3) = dpk::math::fmod(x, Scalar(0.3));
+        out(i, 4) = dpk::math::sqrt(x * x + Scalar(0.5));
+        out(i, 5) = dpk::math::tanh(x);
+        out(i, 6) = dpk::math::sin(x);
+        out(i, 7) = dpk::math::cos(x);
+        out(i, 8) = dpk::math::ceil(x);
+        out(i, 9) = dpk::math::min(x, Scalar(0.2));
+        out(i, 10) = dpk::math::max(x, Scalar(0.2));
+        out(i, 11) = x;
+      });
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), out);
+  double const tol = sizeof(Scalar) == 8 ? 1e-15 : 1e-6;
+  for (int i = 0; i < n; ++i) {
+    Scalar const x = h(i, 11);
+    Scalar const ref[] = {std::exp(x), std::fabs(x), std::floor(x), std::fmod(x, Scalar(0.3)),
+                          std::sqrt(x * x + Scalar(0.5)), std::tanh(x), std::sin(x), std::cos(x), std::ceil(x),
+                          std::min(x, Scalar(0.2)), std::max(x, Scalar(0.2))};
+    for (int f = 0; f < nf - 1; ++f)
+      CHECK_MESSAGE(double(h(i, f)) == doctest::Approx(double(ref[f])).epsilon(tol).scale(1.0), "function ", f, " at x=", x);
+  }
 }
 
 namespace {

@@ -139,7 +139,7 @@ void build_reverse_neighbors(ExecutionSpace const& space,
         "dpk::neighbor::ReverseCount", Range(space, 0, nloc), KOKKOS_LAMBDA(int i) {
           for (int s = 0; s < nnei; ++s) {
             int const n = index(i, s);
-            if (n >= 0) Kokkos::atomic_increment(&cursor(n));
+            if (n >= 0) Kokkos::atomic_add(&cursor(n), 1);
           }
         });
     exclusive_scan(

@@ -2,9 +2,9 @@
 /// \file neighbor_search.hpp
 /// \brief O(N) neighbour search on the device, formatted the way DeePMD-kit formats its lists.
 
-#include <Kokkos_UniqueToken.hpp>
+#include <dpk/core/compat.hpp>  // Kokkos_Core.hpp (UniqueToken): Kokkos 4 refuses direct includes of its other headers
+
 #include <cstdint>
-#include <dpk/core/compat.hpp>
 #include <dpk/core/error.hpp>
 #include <dpk/core/frames.hpp>
 #include <dpk/core/types.hpp>
