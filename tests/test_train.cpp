@@ -336,6 +336,124 @@ TEST_CASE("model file: damaged files give clear errors naming the file") {
   std::remove(path.c_str());
 }
 
+namespace {
+
+/// FNV-1a-64 written from the published definition (offset basis 0xcbf29ce484222325,
+/// prime 0x100000001b3), independent of dpk's implementation.
+std::uint64_t reference_fnv1a64(std::string const& bytes) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+/// The data section of a model file's bytes (between the padded header and the end marker).
+std::string data_section(std::string const& bytes) {
+  std::uint64_t header_length = 0;
+  for (int i = 0; i < 8; ++i) header_length |= std::uint64_t(static_cast<unsigned char>(bytes[12 + i])) << (8 * i);
+  std::size_t start = 20 + header_length;
+  while (start % 8) ++start;
+  return bytes.substr(start, bytes.size() - 8 - start);
+}
+
+/// `bytes` with its JSON header replaced by `edit(header)` (the data section unchanged).
+template <class Edit>
+std::string with_header(std::string const& bytes, Edit edit) {
+  std::uint64_t header_length = 0;
+  for (int i = 0; i < 8; ++i) header_length |= std::uint64_t(static_cast<unsigned char>(bytes[12 + i])) << (8 * i);
+  auto header = nlohmann::json::parse(bytes.substr(20, header_length));
+  edit(header);
+  std::string const text = header.dump(1);
+  std::string out = bytes.substr(0, 12);
+  for (int i = 0; i < 8; ++i) out.push_back(char((std::uint64_t(text.size()) >> (8 * i)) & 0xffu));
+  out += text;
+  while (out.size() % 8) out.push_back('\0');
+  return out + data_section(bytes) + "DPKEND01";
+}
+
+}  // namespace
+
+TEST_CASE("model file: FNV-1a-64 checksum with the standard offset basis (published test vectors)") {
+  auto fnv = [](std::string const& text) {
+    return dpk::detail::model_file::fnv1a64(reinterpret_cast<unsigned char const*>(text.data()), text.size());
+  };
+  CHECK(fnv("") == 0xcbf29ce484222325ull);
+  CHECK(fnv("a") == 0xaf63dc4c8601ec8cull);
+  CHECK(fnv("foobar") == 0x85944171f73967e8ull);
+  // A written file carries the standard hash of its data section, as docs/model-format.md says.
+  std::string const bytes = dpk::model_file_bytes(sample_model(true));
+  std::uint64_t header_length = 0;
+  for (int i = 0; i < 8; ++i) header_length |= std::uint64_t(static_cast<unsigned char>(bytes[12 + i])) << (8 * i);
+  auto const written = nlohmann::json::parse(bytes.substr(20, header_length));
+  CHECK(written["data_checksum_fnv1a64"].get<std::string>() == std::to_string(reference_fnv1a64(data_section(bytes))));
+  // A file assembled by another writer to the documented format (standard hash) loads.
+  std::string const path = temp_path("documented.model");
+  auto const data = sample_model(false);
+  std::string const other = with_header(dpk::model_file_bytes(data), [](nlohmann::json& h) {
+    h["data_checksum_fnv1a64"] = "0";  // replaced below with the reference hash
+  });
+  std::string const fixed = with_header(other, [&](nlohmann::json& h) {
+    h["data_checksum_fnv1a64"] = std::to_string(reference_fnv1a64(data_section(other)));
+  });
+  spit(path, fixed);
+  check_same(data, dpk::read_model_file(path));
+  spit(path, other);  // checksum "0": damaged
+  CHECK(contains(error_of([&] { dpk::read_model_file(path); }), "checksum mismatch"));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("model file: files written by dpk before the checksum fix (legacy offset basis) still load") {
+  // tests/data/legacy_v1: written by dpk-train at commit 1152686 (FNV basis 1469598103934665603).
+  for (std::string const name : {"model.dpk", "model.ckpt-2"}) {
+    std::string const path = std::string(DPK_TEST_DATA_DIR) + "/legacy_v1/" + name;
+    std::string const bytes = slurp(path);
+    REQUIRE(bytes.size() > 100);
+    std::uint64_t header_length = 0;
+    for (int i = 0; i < 8; ++i) header_length |= std::uint64_t(static_cast<unsigned char>(bytes[12 + i])) << (8 * i);
+    auto const header = nlohmann::json::parse(bytes.substr(20, header_length));
+    std::string const stored = header["data_checksum_fnv1a64"].get<std::string>();
+    CHECK(stored != std::to_string(reference_fnv1a64(data_section(bytes))));  // really a legacy file
+    auto const d = dpk::read_model_file(path);
+    CHECK(d.kind == (name == "model.dpk" ? "model" : "checkpoint"));
+    CHECK(d.type_map == std::vector<std::string>{"O", "H"});
+    CHECK(d.descriptor.sel == std::vector<int>{16, 32});
+    CHECK(d.avg.size() == 2 * 48 * 4);
+    // A damaged legacy file is still rejected.
+    std::string damaged = bytes;
+    damaged[damaged.size() - 8 - 3] ^= 0x01;
+    std::string const copy = temp_path("legacy_damaged");
+    spit(copy, damaged);
+    CHECK(contains(error_of([&] { dpk::read_model_file(copy); }), "checksum mismatch"));
+    std::remove(copy.c_str());
+  }
+}
+
+TEST_CASE("model file: descriptor/fitting types and activations dpk does not implement are rejected") {
+  std::string const good = dpk::model_file_bytes(sample_model(false));
+  std::string const path = temp_path("unimplemented.model");
+  auto error_with = [&](char const* section, char const* key, char const* value) {
+    spit(path, with_header(good, [&](nlohmann::json& h) { h[section][key] = value; }));
+    return error_of([&] { dpk::read_model_file(path); });
+  };
+  std::string e = error_with("descriptor", "activation_function", "gelu");
+  CHECK(contains(e, path));
+  CHECK(contains(e, "'descriptor.activation_function' is \"gelu\", dpk implements only \"tanh\""));
+  e = error_with("fitting_net", "activation_function", "relu");
+  CHECK(contains(e, "'fitting_net.activation_function' is \"relu\", dpk implements only \"tanh\""));
+  e = error_with("descriptor", "type", "se_e2_r");
+  CHECK(contains(e, "'descriptor.type' is \"se_e2_r\", dpk implements only \"se_e2_a\", \"se_a\""));
+  e = error_with("fitting_net", "type", "dipole");
+  CHECK(contains(e, "'fitting_net.type' is \"dipole\", dpk implements only \"ener\""));
+  // The alias se_a and the implemented values load.
+  CHECK(error_with("descriptor", "type", "se_a").empty());
+  CHECK(error_with("descriptor", "activation_function", "tanh").empty());
+  spit(path, with_header(good, [](nlohmann::json& h) { h["fitting_net"].erase("type"); }));
+  CHECK(contains(error_of([&] { dpk::read_model_file(path); }), "missing 'fitting_net.type'"));
+  std::remove(path.c_str());
+}
+
 TEST_CASE("model file: an interrupted write leaves the previous file loadable") {
   std::string const path = temp_path("interrupted.ckpt");
   auto first = sample_model(true);
