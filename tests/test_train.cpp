@@ -596,3 +596,102 @@ TEST_CASE("trainer: a NaN loss stops training and keeps the last good checkpoint
   std::filesystem::remove_all(init_dir);
   std::filesystem::remove_all(dir);
 }
+
+namespace {
+
+/// An input.json for the systems of tests/data/multi_system (absolute paths), written into `dir`.
+std::string multi_system_input_file(std::string const& dir, nlohmann::json const& batch_size, int rcut_sel_small) {
+  std::string const root = std::string(DPK_TEST_DATA_DIR) + "/multi_system/";
+  nlohmann::json descriptor = {{"type", "se_e2_a"}, {"sel", {46, 92}}, {"rcut", 6.0}, {"rcut_smth", 0.5},
+                               {"neuron", {4, 8}}, {"axis_neuron", 4}, {"seed", 1}, {"precision", "float64"}};
+  if (rcut_sel_small) {  // the model of tests/data/legacy_v1/input.json
+    descriptor["sel"] = {16, 32};
+    descriptor["rcut"] = 4.0;
+    descriptor.erase("precision");
+    descriptor["type_one_side"] = true;
+    descriptor["resnet_dt"] = false;
+  }
+  nlohmann::json j = {
+      {"model", {{"type_map", {"O", "H"}}, {"descriptor", descriptor},
+                 {"fitting_net", {{"neuron", {8, 8}}, {"resnet_dt", true}, {"seed", 1}}}}},
+      {"learning_rate", {{"type", "exp"}, {"decay_steps", 5000}, {"start_lr", 0.001}, {"stop_lr", 3.51e-8}}},
+      {"loss", {{"type", "ener"}}},
+      {"training",
+       {{"training_data", {{"systems", {root + "sys_a", root + "sys_b", root + "sys_c"}}, {"batch_size", batch_size}}},
+        {"numb_steps", 4},
+        {"seed", 10},
+        {"disp_freq", 1},
+        {"save_freq", 2}}}};
+  std::filesystem::create_directories(dir);
+  std::string const path = dir + "/input.json";
+  spit(path, j.dump(1));
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("trainer: descriptor statistics from data_stat_nbatch batches of every system, as DeePMD-kit") {
+  // tests/data/multi_system/reference.json case "stat": DeePMD-kit 3.2.0 (TF) trained 0 steps on
+  // the three systems with batch_size [2, 1, 1] and data_stat_nbatch 10 and stored these avg/std.
+  std::ifstream in(std::string(DPK_TEST_DATA_DIR) + "/multi_system/reference.json");
+  REQUIRE(in.good());
+  auto const reference = nlohmann::json::parse(in)["cases"]["stat"];
+  using Space = dpk::DefaultExecutionSpace;
+  dpk::Communicator comm;
+  std::string const dir = fresh_dir("stat_per_system");
+  dpk::TrainerOptions options;
+  options.output_dir = dir;
+  options.stop_at = 0;
+  options.data_stat_nbatch = 10;
+  options.log = nullptr;
+  dpk::Trainer<double, Space>(dpk::read_input(multi_system_input_file(dir, {2, 1, 1}, false)), options, comm).run();
+  auto const model = dpk::read_model_file(dir + "/model.dpk");
+  std::size_t const nnei = 46 + 92;
+  REQUIRE(model.avg.size() == 2 * nnei * 4);
+  double worst = 0;
+  for (std::size_t t = 0; t < 2; ++t)
+    for (std::size_t j = 0; j < nnei; ++j)
+      for (std::size_t c = 0; c < 4; ++c) {
+        double const a = reference["avg"][t][c].get<double>(), s = reference["std"][t][c].get<double>();
+        worst = std::max(worst, std::fabs(model.avg[(t * nnei + j) * 4 + c] - a));
+        worst = std::max(worst, std::fabs(model.stdev[(t * nnei + j) * 4 + c] - s) / s);
+      }
+  INFO("O avg_r " << model.avg[0] << " std_r " << model.stdev[0] << " std_a " << model.stdev[1]);
+  INFO("H avg_r " << model.avg[nnei * 4] << " std_r " << model.stdev[nnei * 4] << " std_a " << model.stdev[nnei * 4 + 1]);
+  CHECK(worst < 1e-12);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("trainer: a checkpoint of the frame-count convention restarts only when probabilities agree") {
+  // tests/data/legacy_v1/model.ckpt-2: written by dpk before the change (sampler state version 1,
+  // systems drawn by frame count 10/17, 5/17, 2/17) with batch_size "auto".
+  using Space = dpk::DefaultExecutionSpace;
+  dpk::Communicator comm;
+  std::string const ckpt = std::string(DPK_TEST_DATA_DIR) + "/legacy_v1/model.ckpt-2";
+  REQUIRE(dpk::DataSampler::version_of_state(dpk::read_model_file(ckpt).sampler_states.at(0)) == 1);
+  std::string const dir = fresh_dir("legacy_restart");
+  dpk::TrainerOptions options;
+  options.output_dir = dir;
+  options.restart = ckpt;
+  options.log = nullptr;
+  // batch_size "auto" now gives 5, 1, 1 batches: the run cannot continue as it would have.
+  std::string message;
+  try {
+    dpk::Trainer<double, Space>(dpk::read_input(multi_system_input_file(dir, "auto", true)), options, comm).run();
+  } catch (dpk::Error const& e) {
+    message = e.what();
+  }
+  INFO(message);
+  CHECK(contains(message, ckpt));
+  CHECK(contains(message, "frame counts"));
+  CHECK(contains(message, "--init-model"));
+  // batch_size 1: batches = frames, the same probabilities: it restarts and writes state version 2.
+  auto const summary =
+      dpk::Trainer<double, Space>(dpk::read_input(multi_system_input_file(dir, 1, true)), options, comm).run();
+  CHECK(summary.first_step == 2);
+  CHECK(summary.last_step == 4);
+  auto const after = dpk::read_model_file(dpk::resolve_checkpoint(dir + "/model.ckpt"));
+  CHECK(after.step == 4);
+  CHECK(dpk::DataSampler::version_of_state(after.sampler_states.at(0)) == 2);
+  std::filesystem::remove_all(dir);
+}
