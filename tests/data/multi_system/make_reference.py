@@ -8,8 +8,9 @@ For each case of CASES it writes an input.json (the model of tests: se_e2_a, rcu
   - the system probabilities of the "Summary of DataSystem" table DeePMD-kit logs (4 digits),
   - the same probabilities at full precision from deepmd.utils.data_system.DeepmdDataSystem
     (the object `dp train` builds), and the batch sizes and batch counts of that table,
-  - for the case "stat": descrpt_attr/t_avg and t_std of the checkpoint (the descriptor
-    statistics of data_stat_nbatch = 10 batches) as stat_avg.npy / stat_std.npy.
+  - for the cases "stat*": descrpt_attr/t_avg and t_std of the checkpoint (the descriptor
+    statistics of data_stat_nbatch = 10 batches of every system; one (r, a, a, a) row per
+    centre type) and fitting_attr/t_bias_atom_e (the energy bias fitted from those batches).
 Everything goes to reference.json next to this script.
 """
 import json
@@ -94,6 +95,8 @@ def main():
             # repeated over the neighbour slots; keep the (ntypes, 4) table.
             case["avg"] = avg.reshape(2, -1, 4)[:, 0, :].tolist()
             case["std"] = std.reshape(2, -1, 4)[:, 0, :].tolist()
+            # The per-type energy bias DeePMD-kit's TF backend fits from the same batches.
+            case["bias_atom_e"] = ckpt.get_tensor("fitting_attr/t_bias_atom_e").tolist()
             assert np.all(avg.reshape(2, -1, 4) == avg.reshape(2, -1, 4)[:, :1, :])
             assert np.all(std.reshape(2, -1, 4) == std.reshape(2, -1, 4)[:, :1, :])
         reference["cases"][name] = case
