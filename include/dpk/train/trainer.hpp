@@ -541,7 +541,8 @@ class Trainer {
     for (std::size_t s = 0; s < systems.size(); ++s) {
       char text[128];
       std::snprintf(text, sizeof text, " %6d %6d %6ld  %.3e  %c  ", systems[s].natoms,
-                    sampler_->batch_size().frames_for(s, systems[s].natoms), batches[s], probability[s], systems[s].periodic ? 'T' : 'F');
+                    sampler_->batch_size().frames_for(s, systems[s].natoms), batches[s], probability[s],
+                    systems[s].periodic ? 'T' : 'F');
       *log() << "dpk-train:  " << text << systems[s].path << "\n";
     }
   }
