@@ -456,7 +456,7 @@ TEST_CASE("batch_size: auto = ceil(32/natoms), auto:N = ceil(N/natoms), fixed, p
   CHECK(dpk::DataSampler(systems, automatic, 1).next().nframes == 1);
 }
 
-TEST_CASE("sampler: systems drawn in proportion to frames; frames shuffled; deterministic from the seed") {
+TEST_CASE("sampler: systems drawn in proportion to batches (1 frame each here); frames shuffled; deterministic") {
   std::vector<dpk::System> systems =
       dpk::read_systems({water_data + "/data_0", water_data + "/data_1"}, {"O", "H"});  // 80 and 160 frames
   dpk::DataSampler sampler(systems, dpk::BatchSize{}, 42);
@@ -518,6 +518,113 @@ TEST_CASE("sampler: systems drawn in proportion to frames; frames shuffled; dete
   check_error([&] { restored.set_rng_state("garbage"); }, {"set_rng_state"});
   dpk::DataSampler other(dpk::read_systems({water_data + "/data_0"}, {}), dpk::BatchSize{}, 1);
   check_error([&] { other.set_rng_state(state); }, {"set_rng_state", "2 systems"});
+}
+
+namespace {
+
+/// tests/data/multi_system/reference.json: what DeePMD-kit 3.2.0 logged and stored.
+nlohmann::json multi_system_reference() {
+  std::ifstream in(std::string(DPK_TEST_DATA_DIR) + "/multi_system/reference.json");
+  REQUIRE(in.good());
+  return nlohmann::json::parse(in);
+}
+
+/// input.json text for the three multi_system systems with `batch_size` and `auto_prob` (JSON).
+std::string multi_system_input(nlohmann::json const& batch_size, nlohmann::json const& auto_prob) {
+  std::string const root = std::string(DPK_TEST_DATA_DIR) + "/multi_system/";
+  nlohmann::json j = {
+      {"model",
+       {{"type_map", {"O", "H"}},
+        {"descriptor", {{"type", "se_e2_a"}, {"sel", {46, 92}}, {"rcut", 6.0}, {"rcut_smth", 0.5}, {"neuron", {4, 8}},
+                        {"axis_neuron", 4}, {"seed", 1}, {"precision", "float64"}}},
+        {"fitting_net", {{"neuron", {8, 8}}, {"seed", 1}, {"precision", "float64"}}}}},
+      {"learning_rate", {{"type", "exp"}, {"decay_steps", 5000}, {"start_lr", 0.001}, {"stop_lr", 3.51e-8}}},
+      {"loss", {{"type", "ener"}}},
+      {"training",
+       {{"training_data", {{"systems", {root + "sys_a", root + "sys_b", root + "sys_c"}}, {"batch_size", batch_size}}},
+        {"numb_steps", 1},
+        {"seed", 10}}}};
+  if (!auto_prob.is_null()) j["training"]["training_data"]["auto_prob"] = auto_prob;
+  return j.dump();
+}
+
+}  // namespace
+
+TEST_CASE("sampler: system probabilities equal DeePMD-kit's prob_sys_size / prob_uniform / blocks") {
+  nlohmann::json const reference = multi_system_reference();
+  REQUIRE(reference["cases"].size() >= 5);
+  for (auto const& [name, c] : reference["cases"].items()) {
+    INFO("case " << name);
+    dpk::InputConfig const config = dpk::parse_input(multi_system_input(c["batch_size"], c["auto_prob"]), name, "/");
+    dpk::DataConfig const& data = config.training.training_data;
+    dpk::DataSampler const sampler = dpk::make_sampler(data, config.type_map, 1);
+    auto const& systems = sampler.systems();
+    REQUIRE(systems.size() == 3);
+    std::vector<long> const batches = dpk::system_batch_counts(systems, data.batch_size);
+    std::vector<double> const p = sampler.probabilities();
+    std::vector<double> frame_share(3);
+    for (std::size_t s = 0; s < 3; ++s) {
+      CHECK(systems[s].natoms == c["natoms"][s].get<int>());
+      CHECK(data.batch_size.frames_for(s, systems[s].natoms) == c["frames_per_batch"][s].get<int>());
+      CHECK(batches[s] == c["nbatches"][s].get<long>());
+      CHECK(std::fabs(p[s] - c["prob"][s].get<double>()) <= 1e-15);
+      // DeePMD-kit's log prints 4 significant digits.
+      CHECK(std::fabs(p[s] - c["logged_prob"][s].get<double>()) <= 5e-4 * c["logged_prob"][s].get<double>());
+      frame_share[s] = double(systems[s].nframes) / 17.0;
+    }
+    // dpk's old convention (frame counts) gives other numbers for every prob_sys_size case here.
+    double largest = 0;
+    for (std::size_t s = 0; s < 3; ++s) largest = std::max(largest, std::fabs(p[s] - frame_share[s]));
+    if (c["auto_prob"].is_null()) CHECK(largest > 0.03);
+  }
+}
+
+TEST_CASE("input.json: auto_prob forms and their errors") {
+  auto prob = [](std::string const& style) {
+    dpk::InputConfig const config = dpk::parse_input(multi_system_input("auto", style), "input.json", "/");
+    return config.training.training_data;
+  };
+  dpk::DataConfig d = prob("prob_sys_size;0:1:0.25;1:3:0.75");
+  CHECK(d.auto_prob == "prob_sys_size");
+  REQUIRE(d.prob_blocks.size() == 2);
+  CHECK(d.prob_blocks[1].begin == 1);
+  CHECK(d.prob_blocks[1].end == 3);
+  CHECK(d.prob_blocks[1].weight == 0.75);
+  CHECK(prob("prob_uniform").prob_blocks.empty());
+  // A block may leave systems out: they are never drawn (DeePMD-kit gives them probability 0).
+  d = prob("prob_sys_size;1:3:1");
+  auto const p = dpk::make_sampler(d, {"O", "H"}, 1).probabilities();
+  CHECK(p[0] == 0.0);
+  CHECK(std::fabs(p[1] - 0.5) < 1e-15);  // sys_b and sys_c: 1 batch each with "auto"
+  std::string const key = "training.training_data.auto_prob";
+  check_error([&] { prob("prob_foo"); }, {"input.json", key, "\"prob_foo\"", "prob_sys_size;begin:end:weight"});
+  check_error([&] { prob("prob_sys_size;0:1"); }, {key, "\"0:1\" is not begin:end:weight"});
+  check_error([&] { prob("prob_sys_size;0:4:1"); }, {key, "0 <= begin < end <= 3"});
+  check_error([&] { prob("prob_sys_size;0:2:1;1:3:1"); }, {key, "overlaps an earlier block (system 1)"});
+  check_error([&] { prob("prob_sys_size;0:2:-1"); }, {key, "negative"});
+  check_error([&] { prob("prob_sys_size;0:2:0"); }, {key, "sum to zero"});
+  check_error([&] { prob("prob_sys_size;"); }, {key, "no blocks"});
+}
+
+TEST_CASE("sampler: next_of draws the next batch of one system, continuing its frame order") {
+  std::string const root = std::string(DPK_TEST_DATA_DIR) + "/multi_system/";
+  std::vector<dpk::System> systems = dpk::read_systems({root + "sys_a", root + "sys_b", root + "sys_c"}, {"O", "H"});
+  CHECK(systems[0].set_nframes == std::vector<int>{6, 4});
+  CHECK(systems[2].set_nframes == std::vector<int>{2});
+  dpk::DataSampler sampler(systems, dpk::BatchSize{false, 2, {}}, 3);
+  std::vector<int> seen(10, 0);
+  dpk::HostBatch b;
+  for (int i = 0; i < 10; ++i) {  // two passes over sys_a's 10 frames
+    sampler.next_of(0, b);
+    CHECK(b.system == 0);
+    REQUIRE(b.nframes == 2);
+    for (int f : b.frames) ++seen[std::size_t(f)];
+  }
+  for (int n : seen) CHECK(n == 2);
+  sampler.next_of(2, b);
+  CHECK(b.system == 2);
+  CHECK(b.periodic == false);
+  check_error([&] { sampler.next_of(3, b); }, {"next_of", "out of range"});
 }
 
 TEST_CASE("sampler: reshuffles when fewer than batch_size frames remain; custom weights") {
@@ -907,7 +1014,7 @@ TEST_CASE("input.json bad input: one error naming the file and the key path") {
     j["training"]["validation_data"] = {{"systems", {"a"}}, {"numb_btch", -1}};
     expect(j, {"training.validation_data.numb_btch", "positive integer"});
     j = minimal_input();
-    j["training"]["training_data"]["auto_prob"] = "prob_sys_size;0:1:0.5";
+    j["training"]["training_data"]["auto_prob"] = "prob_by_size";
     expect(j, {"training.training_data.auto_prob", "unsupported value"});
     j = minimal_input();
     j["training"]["training_data"]["systems"] = {"a", "b"};

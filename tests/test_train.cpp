@@ -336,6 +336,124 @@ TEST_CASE("model file: damaged files give clear errors naming the file") {
   std::remove(path.c_str());
 }
 
+namespace {
+
+/// FNV-1a-64 written from the published definition (offset basis 0xcbf29ce484222325,
+/// prime 0x100000001b3), independent of dpk's implementation.
+std::uint64_t reference_fnv1a64(std::string const& bytes) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+/// The data section of a model file's bytes (between the padded header and the end marker).
+std::string data_section(std::string const& bytes) {
+  std::uint64_t header_length = 0;
+  for (int i = 0; i < 8; ++i) header_length |= std::uint64_t(static_cast<unsigned char>(bytes[12 + i])) << (8 * i);
+  std::size_t start = 20 + header_length;
+  while (start % 8) ++start;
+  return bytes.substr(start, bytes.size() - 8 - start);
+}
+
+/// `bytes` with its JSON header replaced by `edit(header)` (the data section unchanged).
+template <class Edit>
+std::string with_header(std::string const& bytes, Edit edit) {
+  std::uint64_t header_length = 0;
+  for (int i = 0; i < 8; ++i) header_length |= std::uint64_t(static_cast<unsigned char>(bytes[12 + i])) << (8 * i);
+  auto header = nlohmann::json::parse(bytes.substr(20, header_length));
+  edit(header);
+  std::string const text = header.dump(1);
+  std::string out = bytes.substr(0, 12);
+  for (int i = 0; i < 8; ++i) out.push_back(char((std::uint64_t(text.size()) >> (8 * i)) & 0xffu));
+  out += text;
+  while (out.size() % 8) out.push_back('\0');
+  return out + data_section(bytes) + "DPKEND01";
+}
+
+}  // namespace
+
+TEST_CASE("model file: FNV-1a-64 checksum with the standard offset basis (published test vectors)") {
+  auto fnv = [](std::string const& text) {
+    return dpk::detail::model_file::fnv1a64(reinterpret_cast<unsigned char const*>(text.data()), text.size());
+  };
+  CHECK(fnv("") == 0xcbf29ce484222325ull);
+  CHECK(fnv("a") == 0xaf63dc4c8601ec8cull);
+  CHECK(fnv("foobar") == 0x85944171f73967e8ull);
+  // A written file carries the standard hash of its data section, as docs/model-format.md says.
+  std::string const bytes = dpk::model_file_bytes(sample_model(true));
+  std::uint64_t header_length = 0;
+  for (int i = 0; i < 8; ++i) header_length |= std::uint64_t(static_cast<unsigned char>(bytes[12 + i])) << (8 * i);
+  auto const written = nlohmann::json::parse(bytes.substr(20, header_length));
+  CHECK(written["data_checksum_fnv1a64"].get<std::string>() == std::to_string(reference_fnv1a64(data_section(bytes))));
+  // A file assembled by another writer to the documented format (standard hash) loads.
+  std::string const path = temp_path("documented.model");
+  auto const data = sample_model(false);
+  std::string const other = with_header(dpk::model_file_bytes(data), [](nlohmann::json& h) {
+    h["data_checksum_fnv1a64"] = "0";  // replaced below with the reference hash
+  });
+  std::string const fixed = with_header(other, [&](nlohmann::json& h) {
+    h["data_checksum_fnv1a64"] = std::to_string(reference_fnv1a64(data_section(other)));
+  });
+  spit(path, fixed);
+  check_same(data, dpk::read_model_file(path));
+  spit(path, other);  // checksum "0": damaged
+  CHECK(contains(error_of([&] { dpk::read_model_file(path); }), "checksum mismatch"));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("model file: files written by dpk before the checksum fix (legacy offset basis) still load") {
+  // tests/data/legacy_v1: written by dpk-train at commit 1152686 (FNV basis 1469598103934665603).
+  for (std::string const name : {"model.dpk", "model.ckpt-2"}) {
+    std::string const path = std::string(DPK_TEST_DATA_DIR) + "/legacy_v1/" + name;
+    std::string const bytes = slurp(path);
+    REQUIRE(bytes.size() > 100);
+    std::uint64_t header_length = 0;
+    for (int i = 0; i < 8; ++i) header_length |= std::uint64_t(static_cast<unsigned char>(bytes[12 + i])) << (8 * i);
+    auto const header = nlohmann::json::parse(bytes.substr(20, header_length));
+    std::string const stored = header["data_checksum_fnv1a64"].get<std::string>();
+    CHECK(stored != std::to_string(reference_fnv1a64(data_section(bytes))));  // really a legacy file
+    auto const d = dpk::read_model_file(path);
+    CHECK(d.kind == (name == "model.dpk" ? "model" : "checkpoint"));
+    CHECK(d.type_map == std::vector<std::string>{"O", "H"});
+    CHECK(d.descriptor.sel == std::vector<int>{16, 32});
+    CHECK(d.avg.size() == 2 * 48 * 4);
+    // A damaged legacy file is still rejected.
+    std::string damaged = bytes;
+    damaged[damaged.size() - 8 - 3] ^= 0x01;
+    std::string const copy = temp_path("legacy_damaged");
+    spit(copy, damaged);
+    CHECK(contains(error_of([&] { dpk::read_model_file(copy); }), "checksum mismatch"));
+    std::remove(copy.c_str());
+  }
+}
+
+TEST_CASE("model file: descriptor/fitting types and activations dpk does not implement are rejected") {
+  std::string const good = dpk::model_file_bytes(sample_model(false));
+  std::string const path = temp_path("unimplemented.model");
+  auto error_with = [&](char const* section, char const* key, char const* value) {
+    spit(path, with_header(good, [&](nlohmann::json& h) { h[section][key] = value; }));
+    return error_of([&] { dpk::read_model_file(path); });
+  };
+  std::string e = error_with("descriptor", "activation_function", "gelu");
+  CHECK(contains(e, path));
+  CHECK(contains(e, "'descriptor.activation_function' is \"gelu\", dpk implements only \"tanh\""));
+  e = error_with("fitting_net", "activation_function", "relu");
+  CHECK(contains(e, "'fitting_net.activation_function' is \"relu\", dpk implements only \"tanh\""));
+  e = error_with("descriptor", "type", "se_e2_r");
+  CHECK(contains(e, "'descriptor.type' is \"se_e2_r\", dpk implements only \"se_e2_a\", \"se_a\""));
+  e = error_with("fitting_net", "type", "dipole");
+  CHECK(contains(e, "'fitting_net.type' is \"dipole\", dpk implements only \"ener\""));
+  // The alias se_a and the implemented values load.
+  CHECK(error_with("descriptor", "type", "se_a").empty());
+  CHECK(error_with("descriptor", "activation_function", "tanh").empty());
+  spit(path, with_header(good, [](nlohmann::json& h) { h["fitting_net"].erase("type"); }));
+  CHECK(contains(error_of([&] { dpk::read_model_file(path); }), "missing 'fitting_net.type'"));
+  std::remove(path.c_str());
+}
+
 TEST_CASE("model file: an interrupted write leaves the previous file loadable") {
   std::string const path = temp_path("interrupted.ckpt");
   auto first = sample_model(true);
@@ -476,5 +594,104 @@ TEST_CASE("trainer: a NaN loss stops training and keeps the last good checkpoint
     for (double v : ckpt.parameters) REQUIRE(std::isfinite(v));
   }
   std::filesystem::remove_all(init_dir);
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+/// An input.json for the systems of tests/data/multi_system (absolute paths), written into `dir`.
+std::string multi_system_input_file(std::string const& dir, nlohmann::json const& batch_size, int rcut_sel_small) {
+  std::string const root = std::string(DPK_TEST_DATA_DIR) + "/multi_system/";
+  nlohmann::json descriptor = {{"type", "se_e2_a"}, {"sel", {46, 92}}, {"rcut", 6.0}, {"rcut_smth", 0.5},
+                               {"neuron", {4, 8}}, {"axis_neuron", 4}, {"seed", 1}, {"precision", "float64"}};
+  if (rcut_sel_small) {  // the model of tests/data/legacy_v1/input.json
+    descriptor["sel"] = {16, 32};
+    descriptor["rcut"] = 4.0;
+    descriptor.erase("precision");
+    descriptor["type_one_side"] = true;
+    descriptor["resnet_dt"] = false;
+  }
+  nlohmann::json j = {
+      {"model", {{"type_map", {"O", "H"}}, {"descriptor", descriptor},
+                 {"fitting_net", {{"neuron", {8, 8}}, {"resnet_dt", true}, {"seed", 1}}}}},
+      {"learning_rate", {{"type", "exp"}, {"decay_steps", 5000}, {"start_lr", 0.001}, {"stop_lr", 3.51e-8}}},
+      {"loss", {{"type", "ener"}}},
+      {"training",
+       {{"training_data", {{"systems", {root + "sys_a", root + "sys_b", root + "sys_c"}}, {"batch_size", batch_size}}},
+        {"numb_steps", 4},
+        {"seed", 10},
+        {"disp_freq", 1},
+        {"save_freq", 2}}}};
+  std::filesystem::create_directories(dir);
+  std::string const path = dir + "/input.json";
+  spit(path, j.dump(1));
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("trainer: descriptor statistics from data_stat_nbatch batches of every system, as DeePMD-kit") {
+  // tests/data/multi_system/reference.json case "stat": DeePMD-kit 3.2.0 (TF) trained 0 steps on
+  // the three systems with batch_size [2, 1, 1] and data_stat_nbatch 10 and stored these avg/std.
+  std::ifstream in(std::string(DPK_TEST_DATA_DIR) + "/multi_system/reference.json");
+  REQUIRE(in.good());
+  auto const reference = nlohmann::json::parse(in)["cases"]["stat"];
+  using Space = dpk::DefaultExecutionSpace;
+  dpk::Communicator comm;
+  std::string const dir = fresh_dir("stat_per_system");
+  dpk::TrainerOptions options;
+  options.output_dir = dir;
+  options.stop_at = 0;
+  options.data_stat_nbatch = 10;
+  options.log = nullptr;
+  dpk::Trainer<double, Space>(dpk::read_input(multi_system_input_file(dir, {2, 1, 1}, false)), options, comm).run();
+  auto const model = dpk::read_model_file(dir + "/model.dpk");
+  std::size_t const nnei = 46 + 92;
+  REQUIRE(model.avg.size() == 2 * nnei * 4);
+  double worst = 0;
+  for (std::size_t t = 0; t < 2; ++t)
+    for (std::size_t j = 0; j < nnei; ++j)
+      for (std::size_t c = 0; c < 4; ++c) {
+        double const a = reference["avg"][t][c].get<double>(), s = reference["std"][t][c].get<double>();
+        worst = std::max(worst, std::fabs(model.avg[(t * nnei + j) * 4 + c] - a));
+        worst = std::max(worst, std::fabs(model.stdev[(t * nnei + j) * 4 + c] - s) / s);
+      }
+  INFO("O avg_r " << model.avg[0] << " std_r " << model.stdev[0] << " std_a " << model.stdev[1]);
+  INFO("H avg_r " << model.avg[nnei * 4] << " std_r " << model.stdev[nnei * 4] << " std_a " << model.stdev[nnei * 4 + 1]);
+  CHECK(worst < 1e-12);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("trainer: a checkpoint of the frame-count convention restarts only when probabilities agree") {
+  // tests/data/legacy_v1/model.ckpt-2: written by dpk before the change (sampler state version 1,
+  // systems drawn by frame count 10/17, 5/17, 2/17) with batch_size "auto".
+  using Space = dpk::DefaultExecutionSpace;
+  dpk::Communicator comm;
+  std::string const ckpt = std::string(DPK_TEST_DATA_DIR) + "/legacy_v1/model.ckpt-2";
+  REQUIRE(dpk::DataSampler::version_of_state(dpk::read_model_file(ckpt).sampler_states.at(0)) == 1);
+  std::string const dir = fresh_dir("legacy_restart");
+  dpk::TrainerOptions options;
+  options.output_dir = dir;
+  options.restart = ckpt;
+  options.log = nullptr;
+  // batch_size "auto" now gives 5, 1, 1 batches: the run cannot continue as it would have.
+  std::string message;
+  try {
+    dpk::Trainer<double, Space>(dpk::read_input(multi_system_input_file(dir, "auto", true)), options, comm).run();
+  } catch (dpk::Error const& e) {
+    message = e.what();
+  }
+  INFO(message);
+  CHECK(contains(message, ckpt));
+  CHECK(contains(message, "frame counts"));
+  CHECK(contains(message, "--init-model"));
+  // batch_size 1: batches = frames, the same probabilities: it restarts and writes state version 2.
+  auto const summary =
+      dpk::Trainer<double, Space>(dpk::read_input(multi_system_input_file(dir, 1, true)), options, comm).run();
+  CHECK(summary.first_step == 2);
+  CHECK(summary.last_step == 4);
+  auto const after = dpk::read_model_file(dpk::resolve_checkpoint(dir + "/model.ckpt"));
+  CHECK(after.step == 4);
+  CHECK(dpk::DataSampler::version_of_state(after.sampler_states.at(0)) == 2);
   std::filesystem::remove_all(dir);
 }

@@ -23,6 +23,7 @@ inline dpk::System water_frames(int first, int n) {
   cut(s.energy, 1);
   if (s.has_virial) cut(s.virial, 9);
   s.nframes = n;
+  s.set_nframes = {n};
   return s;
 }
 

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -104,6 +105,40 @@ struct ErrorStats {
   double rmse() const { return count ? std::sqrt(sum_sq / count) : 0.0; }
 };
 
+/// The file `dp test -d PREFIX` writes for `suffix` (".e.out", ...): like Python's
+/// Path(PREFIX).with_suffix(suffix), so an extension of PREFIX's last component is replaced.
+std::string detail_file_name(std::string const& prefix, std::string const& suffix) {
+  std::size_t const slash = prefix.find_last_of('/');
+  std::size_t const start = slash == std::string::npos ? 0 : slash + 1;
+  std::size_t const dot = prefix.find_last_of('.');
+  bool const has_suffix = dot != std::string::npos && dot > start && dot + 1 < prefix.size();
+  return (has_suffix ? prefix.substr(0, dot) : prefix) + suffix;
+}
+
+/// One detail file of `dpk-train test -d`: dp test's header line "# SYSTEM: columns", then rows
+/// of values in %.16e (17 significant digits: every float64 reads back exactly).
+class DetailFile {
+ public:
+  DetailFile(std::string const& path, std::string const& header) : path_(path), out_(path) {
+    if (!out_) throw dpk::Error("test: cannot write detail file '" + path + "'");
+    out_ << "# " << header << "\n";
+  }
+  /// Writes one row of values.
+  void row(std::vector<double> const& values) {
+    char text[40];
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      std::snprintf(text, sizeof text, "%.16e", values[i]);
+      out_ << (i ? " " : "") << text;
+    }
+    out_ << "\n";
+    if (!out_) throw dpk::Error("test: write failed on detail file '" + path_ + "'");
+  }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
 template <class Scalar>
 int test_as(dpk::ModelFileData const& file, std::string const& model_path, std::string const& system_path,
             int max_frames, std::string const& detail) {
@@ -117,18 +152,22 @@ int test_as(dpk::ModelFileData const& file, std::string const& model_path, std::
   dpk::Labels<Scalar, Mem> labels;
   dpk::Prediction<Scalar, Mem> prediction;
   ErrorStats energy, energy_per_atom, force, virial, virial_per_atom;
-  std::ofstream e_out, f_out, v_out;
+  // dp test's detail files (deepmd/infer/model_test/ener.py): .e.out, .e_peratom.out, .f.out,
+  // .v.out, .v_peratom.out (reference virial 0 without virial labels, as dp test writes); the
+  // header names the system as given.
+  std::optional<DetailFile> e_out, e_atom_out, f_out, v_out, v_atom_out;
   if (!detail.empty()) {
-    e_out.open(detail + ".e.out");
-    f_out.open(detail + ".f.out");
-    e_out << "# data_e pred_e\n";
-    f_out << "# data_fx data_fy data_fz pred_fx pred_fy pred_fz\n";
-    if (system.has_virial) {
-      v_out.open(detail + ".v.out");
-      v_out << "# data_vxx data_vxy data_vxz data_vyx data_vyy data_vyz data_vzx data_vzy data_vzz pred_vxx pred_vxy "
-               "pred_vxz pred_vyx pred_vyy pred_vyz pred_vzx pred_vzy pred_vzz\n";
-    }
-    if (!e_out || !f_out) throw dpk::Error("test: cannot write detail files with prefix '" + detail + "'");
+    std::string const e_columns = system_path + ": data_e pred_e";
+    std::string const v_columns = system_path +
+                                  ": data_vxx data_vxy data_vxz data_vyx data_vyy data_vyz data_vzx data_vzy "
+                                  "data_vzz pred_vxx pred_vxy pred_vxz pred_vyx pred_vyy pred_vyz pred_vzx pred_vzy "
+                                  "pred_vzz";
+    e_out.emplace(detail_file_name(detail, ".e.out"), e_columns);
+    e_atom_out.emplace(detail_file_name(detail, ".e_peratom.out"), e_columns);
+    f_out.emplace(detail_file_name(detail, ".f.out"),
+                  system_path + ": data_fx data_fy data_fz pred_fx pred_fy pred_fz");
+    v_out.emplace(detail_file_name(detail, ".v.out"), v_columns);
+    v_atom_out.emplace(detail_file_name(detail, ".v_peratom.out"), v_columns);
   }
   int const natoms = system.natoms;
   for (int f = 0; f < nframes; ++f) {
@@ -141,13 +180,16 @@ int test_as(dpk::ModelFileData const& file, std::string const& model_path, std::
     double const de = double(e(0)) - batch.energy[0];
     energy.add(de);
     energy_per_atom.add(de / natoms);
-    if (e_out.is_open()) e_out << batch.energy[0] << " " << double(e(0)) << "\n";
+    if (e_out) {
+      e_out->row({batch.energy[0], double(e(0))});
+      e_atom_out->row({batch.energy[0] / natoms, double(e(0)) / natoms});
+    }
     for (int a = 0; a < natoms; ++a) {
       for (int d = 0; d < 3; ++d) force.add(double(force_pred(a, d)) - batch.force[std::size_t(a) * 3 + d]);
-      if (f_out.is_open())
-        f_out << batch.force[a * 3] << " " << batch.force[a * 3 + 1] << " " << batch.force[a * 3 + 2] << " "
-              << double(force_pred(a, 0)) << " " << double(force_pred(a, 1)) << " " << double(force_pred(a, 2))
-              << "\n";
+      if (f_out)
+        f_out->row({batch.force[std::size_t(a) * 3], batch.force[std::size_t(a) * 3 + 1],
+                    batch.force[std::size_t(a) * 3 + 2], double(force_pred(a, 0)), double(force_pred(a, 1)),
+                    double(force_pred(a, 2))});
     }
     if (system.has_virial) {
       for (int c = 0; c < 9; ++c) {
@@ -155,10 +197,16 @@ int test_as(dpk::ModelFileData const& file, std::string const& model_path, std::
         virial.add(dv);
         virial_per_atom.add(dv / natoms);
       }
-      if (v_out.is_open()) {
-        for (int c = 0; c < 9; ++c) v_out << batch.virial[std::size_t(c)] << " ";
-        for (int c = 0; c < 9; ++c) v_out << double(w(0, c)) << (c == 8 ? "\n" : " ");
+    }
+    if (v_out) {
+      std::vector<double> row(18, 0.0), row_per_atom(18);
+      for (int c = 0; c < 9; ++c) {
+        if (system.has_virial) row[std::size_t(c)] = batch.virial[std::size_t(c)];
+        row[std::size_t(c) + 9] = double(w(0, c));
       }
+      for (std::size_t c = 0; c < 18; ++c) row_per_atom[c] = row[c] / natoms;
+      v_out->row(row);
+      v_atom_out->row(row_per_atom);
     }
   }
   std::printf("# model          : %s (%s)\n", model_path.c_str(), file.precision.c_str());

@@ -3,8 +3,9 @@
 /// \brief Batches of frames drawn from deepmd/npy systems as DeePMD-kit draws them, and their
 /// upload to the device (dpk::Frames / dpk::Labels).
 ///
-/// Random mode (training): a system is chosen with probability proportional to its frame count
-/// (DeePMD-kit's `prob_sys_size`; other weights may be given), then the next `batch_size` frames
+/// Random mode (training): a system is chosen with probability proportional to its number of
+/// batches (DeePMD-kit's `prob_sys_size`: sum over its sets of max(1, frames // batch_size);
+/// other weights may be given), then the next `batch_size` frames
 /// of that system's shuffled frame order are taken; the order is reshuffled when fewer than
 /// `batch_size` frames are left. Sequential mode (validation/test): every frame of every system in
 /// order, batch by batch. The random stream is std::mt19937_64 with dpk's own integer and real
@@ -15,6 +16,7 @@
 #include <dpk/io/input.hpp>
 #include <dpk/io/system.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <random>
@@ -49,21 +51,62 @@ enum class SamplingMode {
 struct SamplerOptions {
   SamplingMode mode = SamplingMode::random;
   /// Per-system weights of the system choice (need not sum to 1); empty = proportional to the
-  /// frame counts (DeePMD-kit's prob_sys_size).
+  /// batch counts (DeePMD-kit's prob_sys_size, see system_batch_counts).
   std::vector<double> weights;
 };
 
-/// Per-system weights for `data`: its sys_probs if given, equal weights for "prob_uniform",
-/// else the frame counts ("prob_sys_size").
+/// DeePMD-kit's number of batches of each system (deepmd/utils/data.py get_sys_numb_batch):
+/// the sum over its sets of max(1, set frames // batch size), with the batch size the system
+/// gets from `batch_size` (not capped at the frame count). A System without per-set counts is
+/// one set.
+inline std::vector<long> system_batch_counts(std::vector<System> const& systems, BatchSize const& batch_size) {
+  std::vector<long> counts(systems.size(), 0);
+  for (std::size_t s = 0; s < systems.size(); ++s) {
+    System const& sys = systems[s];
+    int const b = batch_size.frames_for(s, sys.natoms);
+    require(b > 0, "batch size of system '" + sys.path + "' is " + std::to_string(b) + ", expected at least 1");
+    std::vector<int> const sets = sys.set_nframes.empty() ? std::vector<int>{sys.nframes} : sys.set_nframes;
+    long total = 0;
+    for (int n : sets) total += n;
+    require(total == sys.nframes, "system '" + sys.path + "': its sets hold " + std::to_string(total) +
+                                      " frames, nframes is " + std::to_string(sys.nframes));
+    for (int n : sets) counts[s] += std::max(1, n / b);
+  }
+  return counts;
+}
+
+/// Per-system weights for `data` (DeePMD-kit's DeepmdDataSystem.set_sys_probs): its sys_probs if
+/// given; equal weights for "prob_uniform"; for "prob_sys_size" the batch counts
+/// (system_batch_counts); with blocks ("prob_sys_size;begin:end:weight;..."), block k gets
+/// weight_k / sum(weights) shared by its systems in proportion to their batch counts, and
+/// systems in no block get 0.
 inline std::vector<double> system_weights(DataConfig const& data, std::vector<System> const& systems) {
   if (!data.sys_probs.empty()) {
     require(data.sys_probs.size() == systems.size(), "sys_probs has " + std::to_string(data.sys_probs.size()) +
                                                          " entries for " + std::to_string(systems.size()) + " systems");
     return data.sys_probs;
   }
-  std::vector<double> w(systems.size());
-  for (std::size_t s = 0; s < systems.size(); ++s)
-    w[s] = data.auto_prob == "prob_uniform" ? 1.0 : double(systems[s].nframes);
+  std::vector<double> w(systems.size(), 1.0);
+  if (data.auto_prob == "prob_uniform") return w;
+  require(data.auto_prob == "prob_sys_size", "auto_prob \"" + data.auto_prob +
+                                                 "\" is not one dpk implements (\"prob_sys_size\", \"prob_uniform\")");
+  std::vector<long> const batches = system_batch_counts(systems, data.batch_size);
+  if (data.prob_blocks.empty()) {
+    for (std::size_t s = 0; s < systems.size(); ++s) w[s] = double(batches[s]);
+    return w;
+  }
+  double weight_sum = 0;
+  for (auto const& b : data.prob_blocks) weight_sum += b.weight;
+  std::fill(w.begin(), w.end(), 0.0);
+  for (auto const& b : data.prob_blocks) {
+    require(b.begin >= 0 && b.begin < b.end && std::size_t(b.end) <= systems.size(),
+            "auto_prob block " + std::to_string(b.begin) + ":" + std::to_string(b.end) + " is outside the " +
+                std::to_string(systems.size()) + " systems");
+    double block_batches = 0;
+    for (int s = b.begin; s < b.end; ++s) block_batches += double(batches[std::size_t(s)]);
+    for (int s = b.begin; s < b.end; ++s)
+      w[std::size_t(s)] = double(batches[std::size_t(s)]) / block_batches * (b.weight / weight_sum);
+  }
   return w;
 }
 
@@ -80,7 +123,7 @@ class DataSampler {
                 std::to_string(systems_.size()) + " systems");
     weights_ = options.weights;
     if (weights_.empty())
-      for (auto const& s : systems_) weights_.push_back(double(s.nframes));
+      for (long n : system_batch_counts(systems_, batch_size_)) weights_.push_back(double(n));
     require(weights_.size() == systems_.size(), "DataSampler: " + std::to_string(weights_.size()) +
                                                     " weights for " + std::to_string(systems_.size()) + " systems");
     double total = 0;
@@ -127,7 +170,16 @@ class DataSampler {
       }
       return;
     }
-    int const s = choose_system();
+    next_of(choose_system(), out);
+  }
+
+  /// The next batch of system `system` in random mode (its shuffled frame order), without a
+  /// system draw: DeePMD-kit's data statistics take data_stat_nbatch batches of every system.
+  void next_of(int system, HostBatch& out) {
+    require(mode_ == SamplingMode::random, "DataSampler::next_of: only in random mode");
+    require(system >= 0 && std::size_t(system) < systems_.size(),
+            "DataSampler::next_of: system " + std::to_string(system) + " out of range");
+    int const s = system;
     std::vector<int>& order = order_[std::size_t(s)];
     int const n = frames_per_batch(s);
     if (cursor_[std::size_t(s)] + std::size_t(n) > order.size()) {
@@ -189,10 +241,23 @@ class DataSampler {
   /// Sampling mode.
   SamplingMode mode() const { return mode_; }
 
+  /// Version of the text rng_state() writes. 2: systems drawn by batch count (DeePMD-kit's
+  /// prob_sys_size); 1 (dpk before): by frame count. The text is the same otherwise.
+  static constexpr int state_version = 2;
+
+  /// Version of a state text from rng_state() (0 when it is not one).
+  static int version_of_state(std::string const& state) {
+    std::istringstream in(state);
+    std::string tag;
+    int version = 0;
+    in >> tag >> version;
+    return in && tag == "dpk::DataSampler" ? version : 0;
+  }
+
   /// The whole sampling state (random engine, frame orders, positions) as text, for checkpoints.
   std::string rng_state() const {
     std::ostringstream out;
-    out << "dpk::DataSampler 1\n" << engine_ << "\n" << systems_.size() << " " << sequential_system_ << " "
+    out << "dpk::DataSampler " << state_version << "\n" << engine_ << "\n" << systems_.size() << " " << sequential_system_ << " "
         << sequential_frame_ << "\n";
     for (std::size_t s = 0; s < systems_.size(); ++s) {
       out << order_[s].size() << " " << cursor_[s];
@@ -202,14 +267,16 @@ class DataSampler {
     return out.str();
   }
 
-  /// Restores a state from rng_state() of a sampler over the same systems; throws when the text
-  /// is not such a state.
+  /// Restores a state from rng_state() of a sampler over the same systems (version 1 or 2: the
+  /// caller decides whether a version-1 state's system probabilities still hold); throws when
+  /// the text is not such a state.
   void set_rng_state(std::string const& state) {
     std::istringstream in(state);
     std::string tag;
     int version = 0;
     in >> tag >> version;
-    require(in && tag == "dpk::DataSampler" && version == 1, "DataSampler::set_rng_state: not a sampler state");
+    require(in && tag == "dpk::DataSampler" && (version == 1 || version == 2),
+            "DataSampler::set_rng_state: not a sampler state (versions 1 and 2 are read)");
     std::mt19937_64 engine;
     in >> engine;
     std::size_t nsystems = 0;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -81,9 +82,15 @@ struct DataConfig {
   std::vector<std::string> systems;  ///< resolved against the input file's folder
   BatchSize batch_size;
   int numb_btch = 1;                 ///< validation batches per evaluation
-  /// How systems are drawn: "prob_sys_size" (proportional to frames, DeePMD-kit's default) or
-  /// "prob_uniform"; ignored when sys_probs is given.
+  /// How systems are drawn: "prob_sys_size" (proportional to their number of batches,
+  /// DeePMD-kit's default) or "prob_uniform"; ignored when sys_probs is given.
   std::string auto_prob = "prob_sys_size";
+  /// One block of "prob_sys_size;begin:end:weight;...": systems [begin, end) share weight.
+  struct ProbBlock {
+    int begin = 0, end = 0;
+    double weight = 0;
+  };
+  std::vector<ProbBlock> prob_blocks;  ///< blocks of the "prob_sys_size;..." form (else empty)
   std::vector<double> sys_probs;     ///< explicit per-system weights (DeePMD-kit's sys_probs)
 };
 
@@ -326,6 +333,49 @@ inline BatchSize parse_batch_size(JsonSection& s, nlohmann::json const& v, std::
   return b;
 }
 
+/// DeePMD-kit's auto_prob: "prob_uniform", "prob_sys_size" or "prob_sys_size;begin:end:weight;..."
+/// (blocks of system indices [begin, end), disjoint, weights >= 0 not all 0). Sets `style` and
+/// returns the blocks (empty for the plain forms); errors name `path`.
+inline std::vector<DataConfig::ProbBlock> parse_auto_prob(std::string const& text, std::string const& path,
+                                                          std::size_t nsystems, JsonSection& s, std::string& style) {
+  std::string const expected = "expected \"prob_uniform\", \"prob_sys_size\" or "
+                               "\"prob_sys_size;begin:end:weight;...\", got \"" + text + "\"";
+  std::vector<DataConfig::ProbBlock> blocks;
+  if (text == "prob_uniform" || text == "prob_sys_size") {
+    style = text;
+    return blocks;
+  }
+  if (text.rfind("prob_sys_size;", 0) != 0) s.fail(path, "unsupported value: " + expected);
+  style = "prob_sys_size";
+  std::istringstream parts(text.substr(std::string("prob_sys_size;").size()));
+  std::string part;
+  double total = 0;
+  std::vector<int> owner(nsystems, -1);
+  while (std::getline(parts, part, ';')) {
+    DataConfig::ProbBlock b;
+    char colon1 = 0, colon2 = 0;
+    std::istringstream in(part);
+    in >> b.begin >> colon1 >> b.end >> colon2 >> b.weight;
+    if (!in || colon1 != ':' || colon2 != ':' || !(in >> std::ws).eof())
+      s.fail(path, "block \"" + part + "\" is not begin:end:weight (" + expected + ")");
+    if (b.begin < 0 || b.end <= b.begin || std::size_t(b.end) > nsystems)
+      s.fail(path, "block \"" + part + "\" needs 0 <= begin < end <= " + std::to_string(nsystems) +
+                       " (the number of systems)");
+    if (!(b.weight >= 0) || !std::isfinite(b.weight))
+      s.fail(path, "block \"" + part + "\" has a negative or non-finite weight");
+    for (int i = b.begin; i < b.end; ++i) {
+      if (owner[std::size_t(i)] >= 0)
+        s.fail(path, "block \"" + part + "\" overlaps an earlier block (system " + std::to_string(i) + ")");
+      owner[std::size_t(i)] = int(blocks.size());
+    }
+    total += b.weight;
+    blocks.push_back(b);
+  }
+  if (blocks.empty()) s.fail(path, "no blocks after \"prob_sys_size;\" (" + expected + ")");
+  if (!(total > 0)) s.fail(path, "the block weights sum to zero");
+  return blocks;
+}
+
 /// training.training_data or training.validation_data.
 inline DataConfig parse_data(JsonSection& parent, char const* name, std::string const& base_directory,
                              bool validation) {
@@ -366,8 +416,10 @@ inline DataConfig parse_data(JsonSection& parent, char const* name, std::string 
                                         std::to_string(data.systems.size()) + " systems");
   }
   if (validation) s.read_integer({"numb_btch", "numb_batch"}, data.numb_btch, 1);
-  s.read_choice({"auto_prob", "auto_prob_style"}, data.auto_prob, {"prob_sys_size", "prob_uniform"},
-                "dpk supports");
+  std::string prob_name;
+  if (nlohmann::json const* p = s.find({"auto_prob", "auto_prob_style"}, &prob_name))
+    data.prob_blocks = parse_auto_prob(s.string(*p, s.path_of(prob_name)), s.path_of(prob_name), data.systems.size(),
+                                       s, data.auto_prob);
   std::string probs_name;
   if (nlohmann::json const* p = s.find({"sys_probs"}, &probs_name)) {
     if (!p->is_null()) {

@@ -25,6 +25,9 @@ struct System {
   bool has_virial = false;
   int natoms = 0;
   int nframes = 0;
+  /// Frames of each non-empty set.* folder, in order (sum = nframes; empty = one set). DeePMD-kit
+  /// counts batches per set, which sets the system probabilities (prob_sys_size).
+  std::vector<int> set_nframes;
   std::vector<double> coord;    ///< nframes x natoms x 3
   std::vector<double> box;      ///< nframes x 9 (rows are cell vectors); zeros when !periodic
   std::vector<double> energy;   ///< nframes
@@ -185,6 +188,7 @@ inline System read_system(std::string const& path, std::vector<std::string> cons
     detail::read_set_array(set / "force.npy", nf, natoms * 3, "(" + frames + ", " + n3 + ")", why, sys.force);
     if (sys.has_virial) detail::read_set_array(set / "virial.npy", nf, 9, "(" + frames + ", 9)", why, sys.virial);
     sys.nframes += nf;
+    sys.set_nframes.push_back(nf);
   }
   if (sys.nframes == 0) throw Error("deepmd/npy system '" + path + "': empty system (its sets hold no frames)");
   return sys;

@@ -11,7 +11,8 @@
 ///   data       raw little-endian IEEE-754 float64 blocks at the byte offsets (relative to the
 ///              data section) listed in header "blocks"
 ///   trailer    8 bytes  "DPKEND01" right after the data section (header "data_bytes")
-/// The header also holds the FNV-1a 64-bit checksum of the data section; readers verify
+/// The header also holds the FNV-1a 64-bit checksum of the data section (standard offset basis;
+/// files of dpk before the fix were hashed with a mistyped basis and are still accepted); readers verify
 /// magic, version, sizes, every block and tensor range, the checksum and the trailer, and
 /// name the file in every error.
 ///
@@ -85,9 +86,16 @@ namespace detail::model_file {
 inline constexpr char model_magic[8] = {'D', 'P', 'K', 'M', 'O', 'D', 'E', 'L'};
 inline constexpr char model_trailer[8] = {'D', 'P', 'K', 'E', 'N', 'D', '0', '1'};
 
-/// FNV-1a 64-bit hash of `size` bytes.
-inline std::uint64_t fnv1a64(unsigned char const* data, std::size_t size) {
-  std::uint64_t hash = 1469598103934665603ull;
+/// FNV-1a 64-bit offset basis (the standard one, 0xcbf29ce484222325).
+inline constexpr std::uint64_t fnv1a64_offset_basis = 14695981039346656037ull;
+/// The offset basis of dpk's files written before the fix: the standard constant with a digit
+/// dropped. Readers still accept a checksum computed with it (docs/model-format.md).
+inline constexpr std::uint64_t fnv1a64_legacy_offset_basis = 1469598103934665603ull;
+
+/// FNV-1a 64-bit hash of `size` bytes (starting from `basis`).
+inline std::uint64_t fnv1a64(unsigned char const* data, std::size_t size,
+                             std::uint64_t basis = fnv1a64_offset_basis) {
+  std::uint64_t hash = basis;
   for (std::size_t i = 0; i < size; ++i) {
     hash ^= data[i];
     hash *= 1099511628211ull;
@@ -146,10 +154,24 @@ T header_value(nlohmann::json const& object, char const* key, std::string const&
   }
 }
 
+/// Throws unless header key `key` (value `value`) is one of `allowed`: a file of a model dpk does
+/// not implement must not load and run as a tanh se_e2_a energy model.
+inline void require_implemented(std::string const& value, std::string const& key,
+                                std::vector<std::string> const& allowed, std::string const& file) {
+  for (auto const& a : allowed)
+    if (value == a) return;
+  std::string list;
+  for (auto const& a : allowed) list += (list.empty() ? "\"" : ", \"") + a + "\"";
+  throw Error("model file '" + file + "': header key '" + key + "' is \"" + value + "\", dpk implements only " +
+              list);
+}
+
 inline DescriptorConfig descriptor_from_json(nlohmann::json const& j, std::string const& file) {
   DescriptorConfig d;
   std::string const w = "descriptor.";
   d.type = header_value<std::string>(j, "type", w, file);
+  require_implemented(d.type, w + "type", {"se_e2_a", "se_a"}, file);
+  d.type = "se_e2_a";
   d.sel = header_value<std::vector<int>>(j, "sel", w, file);
   d.rcut = header_value<double>(j, "rcut", w, file);
   d.rcut_smth = header_value<double>(j, "rcut_smth", w, file);
@@ -158,6 +180,7 @@ inline DescriptorConfig descriptor_from_json(nlohmann::json const& j, std::strin
   d.type_one_side = header_value<bool>(j, "type_one_side", w, file);
   d.resnet_dt = header_value<bool>(j, "resnet_dt", w, file);
   d.activation_function = header_value<std::string>(j, "activation_function", w, file);
+  require_implemented(d.activation_function, w + "activation_function", {"tanh"}, file);
   d.precision = header_value<std::string>(j, "precision", w, file);
   if (j.contains("seed")) d.seed = header_value<std::uint64_t>(j, "seed", w, file);
   return d;
@@ -165,9 +188,11 @@ inline DescriptorConfig descriptor_from_json(nlohmann::json const& j, std::strin
 inline FittingConfig fitting_from_json(nlohmann::json const& j, std::string const& file) {
   FittingConfig f;
   std::string const w = "fitting_net.";
+  require_implemented(header_value<std::string>(j, "type", w, file), w + "type", {"ener"}, file);
   f.neuron = header_value<std::vector<int>>(j, "neuron", w, file);
   f.resnet_dt = header_value<bool>(j, "resnet_dt", w, file);
   f.activation_function = header_value<std::string>(j, "activation_function", w, file);
+  require_implemented(f.activation_function, w + "activation_function", {"tanh"}, file);
   f.precision = header_value<std::string>(j, "precision", w, file);
   if (j.contains("seed")) f.seed = header_value<std::uint64_t>(j, "seed", w, file);
   return f;
@@ -326,9 +351,11 @@ inline ModelFileData parse_model_file(std::string const& bytes, std::string cons
     throw fail("has " + std::to_string(bytes.size() - expected) + " unexpected bytes after the data section");
   if (std::memcmp(bytes.data() + data_start + data_bytes, detail::model_file::model_trailer, 8) != 0)
     throw fail("end marker 'DPKEND01' missing after the data section (file damaged or truncated)");
-  std::string const checksum =
-      std::to_string(detail::model_file::fnv1a64(u + data_start, std::size_t(data_bytes)));
-  if (detail::model_file::header_value<std::string>(header, "data_checksum_fnv1a64", "", file) != checksum)
+  // Standard FNV-1a-64; files written before the fix used the legacy offset basis.
+  std::string const stored = detail::model_file::header_value<std::string>(header, "data_checksum_fnv1a64", "", file);
+  if (stored != std::to_string(detail::model_file::fnv1a64(u + data_start, std::size_t(data_bytes))) &&
+      stored != std::to_string(detail::model_file::fnv1a64(u + data_start, std::size_t(data_bytes),
+                                                           detail::model_file::fnv1a64_legacy_offset_basis)))
     throw fail("data checksum mismatch (the weights are damaged)");
 
   ModelFileData data;

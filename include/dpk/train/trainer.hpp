@@ -4,7 +4,8 @@
 /// following DeePMD-kit's `dp train`.
 ///
 /// Before training: systems are read with model.type_map; environment statistics come from
-/// `data_stat_nbatch` (10) training batches; the per-type energy bias is the least-squares fit
+/// `data_stat_nbatch` (10) training batches of every system (DeePMD-kit's TF backend,
+/// make_stat_input); the per-type energy bias is the least-squares fit
 /// over all training frames; parameters are initialised from descriptor.seed (else
 /// fitting_net.seed, else training.seed). Statistics, bias and parameters are those of rank 0
 /// (broadcast), as DeePMD-kit's broadcast of its variables makes them.
@@ -329,7 +330,9 @@ class Trainer {
       require(int(d.sampler_states.size()) == comm_.size(),
               "restart: '" + file + "' was written by " + std::to_string(d.sampler_states.size()) +
                   " ranks; restart with the same number of ranks to continue bit for bit");
-      sampler_->set_rng_state(d.sampler_states[std::size_t(comm_.rank())]);
+      std::string const& state = d.sampler_states[std::size_t(comm_.rank())];
+      if (DataSampler::version_of_state(state) == 1) check_legacy_probabilities(file);
+      sampler_->set_rng_state(state);
       if (validation_sampler_ && d.training.contains("validation_sampler_state"))
         validation_sampler_->set_rng_state(d.training["validation_sampler_state"].get<std::string>());
       last_checkpoint_ = file;
@@ -380,20 +383,48 @@ class Trainer {
     load_model_weights(d, *model_, file);
   }
 
-  /// avg/std from data_stat_nbatch training batches (raw rows: the model still has avg 0, std 1).
+  /// A checkpoint whose sampler state is version 1 was written when dpk drew systems by frame
+  /// count; it continues only when this input's system probabilities are those it used.
+  void check_legacy_probabilities(std::string const& file) const {
+    DataConfig const& data = config_.training.training_data;
+    auto const& systems = sampler_->systems();
+    std::vector<double> old_weights(systems.size(), 1.0);
+    if (!data.sys_probs.empty()) old_weights = data.sys_probs;
+    else if (data.auto_prob != "prob_uniform")
+      for (std::size_t s = 0; s < systems.size(); ++s) old_weights[s] = double(systems[s].nframes);
+    double total = 0;
+    for (double w : old_weights) total += w;
+    std::vector<double> const now = sampler_->probabilities();
+    bool same = true;
+    std::ostringstream old_text, now_text;
+    for (std::size_t s = 0; s < systems.size(); ++s) {
+      same = same && std::fabs(old_weights[s] / total - now[s]) <= 1e-12;
+      old_text << (s ? ", " : "") << old_weights[s] / total;
+      now_text << (s ? ", " : "") << now[s];
+    }
+    require(same, "restart: '" + file + "' was written by a dpk that drew training systems in proportion to "
+                  "their frame counts (probabilities [" + old_text.str() + "]); this dpk follows DeePMD-kit's "
+                  "prob_sys_size (batch counts: [" + now_text.str() + "]), so the run cannot continue as it "
+                  "would have. Start a new run with --init-model '" + file + "' or use the old dpk to finish it");
+  }
+
+  /// avg/std from data_stat_nbatch training batches of every system, as DeePMD-kit's TF backend
+  /// (make_stat_input: that many batches of each system, at the system's training batch size;
+  /// raw rows: the model still has avg 0, std 1).
   void compute_statistics() {
     if (!comm_.is_root()) return;  // rank 0's statistics are broadcast
-    DataSampler stat_sampler = *sampler_;  // a copy: the first batches of rank 0's stream
+    DataSampler stat_sampler = *sampler_;  // a copy: the first batches of each system of rank 0's stream
     StatisticsAccumulator<Scalar, ExecutionSpace> accumulator(ntypes_, config_.descriptor.nnei());
     HostBatch batch;
     Frames<Scalar, memory_space> frames;
     Labels<Scalar, memory_space> labels;
-    for (int b = 0; b < options_.data_stat_nbatch; ++b) {
-      stat_sampler.next(batch);
-      upload(batch, frames, labels);
-      model_->prepare(space_, frames);
-      accumulator.add(space_, model_->environment(), frames.types, frames.nloc());
-    }
+    for (std::size_t s = 0; s < stat_sampler.systems().size(); ++s)
+      for (int b = 0; b < options_.data_stat_nbatch; ++b) {
+        stat_sampler.next_of(int(s), batch);
+        upload(batch, frames, labels);
+        model_->prepare(space_, frames);
+        accumulator.add(space_, model_->environment(), frames.types, frames.nloc());
+      }
     std::vector<double> avg, std_dev;
     accumulator.finalize(avg, std_dev);
     model_->set_statistics(avg, std_dev);
@@ -502,6 +533,18 @@ class Trainer {
            << " -> " << schedule_.stop_lr() << ", decay_steps " << schedule_.decay_steps() << ", rate "
            << schedule_.decay_rate() << "), running steps " << step_ << " -> " << last << "\n";
     for (auto const& w : config_.warnings) *log() << "dpk-train: warning: " << w << "\n";
+    // DeePMD-kit's "Summary of DataSystem" table: atoms, batch size, batches, probability.
+    auto const& systems = sampler_->systems();
+    std::vector<long> const batches = system_batch_counts(systems, sampler_->batch_size());
+    std::vector<double> const probability = sampler_->probabilities();
+    *log() << "dpk-train: training systems (natoms, batch size, batches, probability, pbc):\n";
+    for (std::size_t s = 0; s < systems.size(); ++s) {
+      char text[128];
+      std::snprintf(text, sizeof text, " %6d %6d %6ld  %.3e  %c  ", systems[s].natoms,
+                    sampler_->batch_size().frames_for(s, systems[s].natoms), batches[s], probability[s],
+                    systems[s].periodic ? 'T' : 'F');
+      *log() << "dpk-train:  " << text << systems[s].path << "\n";
+    }
   }
 
   void progress(long done, long last, double steps_per_second, double elapsed) const {
