@@ -29,11 +29,14 @@ from deepmd.infer import DeepPot
 HERE = os.path.dirname(os.path.abspath(__file__))
 DP = os.path.join(os.path.dirname(sys.executable), "dp")
 
+# rcut and rcut_smth are exact in float32: DeePMD-kit's TensorFlow backend passes them to its C++
+# environment-matrix op as float32 attributes, so 0.6 would become 0.60000002384 there (and TF would
+# differ by ~1e-7 from dpk and from DeePMD-kit's own numpy/PyTorch backends; docs/interop.md).
 CASES = {
     # 2 types, one embedding net per neighbour type, fitting with timesteps (resnet_dt).
     "tos_true": {
         "type_map": ["O", "H"],
-        "descriptor": {"type": "se_e2_a", "sel": [10, 14], "rcut": 3.0, "rcut_smth": 0.6,
+        "descriptor": {"type": "se_e2_a", "sel": [10, 14], "rcut": 3.0, "rcut_smth": 0.5,
                        "neuron": [4, 8], "axis_neuron": 3, "type_one_side": True, "resnet_dt": False,
                        "precision": "float64", "seed": 11},
         "fitting_net": {"type": "ener", "neuron": [10, 10], "resnet_dt": True, "precision": "float64", "seed": 12},
@@ -43,7 +46,7 @@ CASES = {
     # 8->16 doubling): TensorFlow (and dpk) skip only between equal hidden widths after the first.
     "tos_false_3types": {
         "type_map": ["C", "H", "O"],
-        "descriptor": {"type": "se_e2_a", "sel": [6, 8, 6], "rcut": 3.2, "rcut_smth": 0.4,
+        "descriptor": {"type": "se_e2_a", "sel": [6, 8, 6], "rcut": 3.25, "rcut_smth": 0.375,
                        "neuron": [2, 4, 4], "axis_neuron": 2, "type_one_side": False, "resnet_dt": True,
                        "precision": "float64", "seed": 21},
         "fitting_net": {"type": "ener", "neuron": [8, 8, 16], "resnet_dt": False, "precision": "float64", "seed": 22},
@@ -51,7 +54,7 @@ CASES = {
     # float32 model (compared to DeePMD-kit's float32 graph with a float32 tolerance).
     "float32": {
         "type_map": ["O", "H"],
-        "descriptor": {"type": "se_e2_a", "sel": [10, 14], "rcut": 3.0, "rcut_smth": 0.6,
+        "descriptor": {"type": "se_e2_a", "sel": [10, 14], "rcut": 3.0, "rcut_smth": 0.5,
                        "neuron": [4, 8], "axis_neuron": 3, "type_one_side": True, "resnet_dt": False,
                        "precision": "float32", "seed": 31},
         "fitting_net": {"type": "ener", "neuron": [10, 10], "resnet_dt": True, "precision": "float32", "seed": 32},
