@@ -25,7 +25,7 @@ say() { echo "[check_deepmd_interop] $*"; }
 command -v "$DP" >/dev/null || { echo "DeePMD-kit's 'dp' not found (set DP=...)"; exit 2; }
 [ -x "$DPK_TRAIN" ] || { echo "dpk-train not found at $DPK_TRAIN"; exit 2; }
 say "work folder $WORK; $("$DP" --version 2>/dev/null | tail -1)"
-cd "$WORK"
+mkdir -p "$WORK" && cd "$WORK"
 
 # ---- systems: data_3 (first 4 frames), a triclinic copy, a non-periodic cluster
 "$PYTHON" - "$ROOT/examples/water/data/data_3" <<'EOF'
