@@ -9,7 +9,8 @@
 # false, resnet_dt variants, fitting widths where DeePMD-kit's dpmodel layer defaults differ from
 # its TensorFlow rule, float64 and float32), exports each to .dp and .yaml, converts them with
 # `dp convert-backend` to frozen TensorFlow graphs, runs `dp --tf test`, and compares DeePMD-kit's
-# predictions (TensorFlow and its numpy dpmodel backend, full precision) with dpk's own on
+# predictions (TensorFlow, and the energies of its numpy dpmodel backend, which reads the layers'
+# resnet flags; full precision) with dpk's own on
 # data_3 (periodic), a triclinic copy of it and a non-periodic cluster.
 # DeePMD-kit -> dpk: imports the TensorFlow graphs converted back to .dp with `dpk-train import`
 # and compares again. dpk's side is `dpk-train test` on systems labelled with DeePMD-kit's
@@ -96,6 +97,8 @@ for m in ("tos_true", "tos_false", "float32"):
             types = np.loadtxt(s + "/type.raw", dtype=int)
             e, f, v = dp.eval(coord, box, types)[:3]
             n = coord.shape[0]
+            if graph.endswith(".dp"):  # the numpy backend has no forces/virials (NaN): energies only
+                f, v = np.zeros_like(coord), np.zeros((n, 9))
             np.save(out + "/set.000/energy.npy", e.reshape(n).astype(np.float64))
             np.save(out + "/set.000/force.npy", f.reshape(n, -1).astype(np.float64))
             np.save(out + "/set.000/virial.npy", v.reshape(n, 9).astype(np.float64))
@@ -106,7 +109,7 @@ EOF
 say "dp --tf test on the exported graphs (acceptance: runs; its labels are its own predictions)"
 for m in tos_true tos_false float32; do
   "$DP" --tf test -m "$m.pb" -s "label_${m}_pb_sys_periodic" -d "dptest_$m" > "dptest_$m.log" 2>&1
-  grep -E "Energy RMSE  |Force  RMSE|Virial RMSE  " "dptest_$m.log" | sed "s/^.*DEEPMD INFO */  $m: /"
+  grep -E "Energy RMSE  |Force  RMSE|Virial RMSE  " "dptest_$m.log" | head -3 | sed "s/^.*DEEPMD INFO */  $m: /"
 done
 
 rel() {  # dpk-train test output, scale file -> "energy force virial" relative RMS differences
@@ -126,9 +129,12 @@ for m in tos_true tos_false float32; do
       a=$(rel dpktest.log "$label/scale.txt")
       "$DPK_TRAIN" test -m "${m}_back.dpk" -s "$label" > "dpktest_back.log"
       b=$(rel dpktest_back.log "$label/scale.txt")
-      side="TF ($graph)"; [ "$graph" = "$m.dp" ] && side="dpmodel numpy ($graph)"
+      side="TF ($graph)"
+      if [ "$graph" = "$m.dp" ]; then  # energies only: mask force and virial
+        side="dpmodel numpy ($graph)"; a="${a%% *} - -"; b="${b%% *} - -"
+      fi
       printf "%-10s %-28s %-14s %-28s %-28s\n" "$m" "$side" "$s" "$a" "$b"
-      for x in $a $b; do awk -v x="$x" -v t="$tol" 'BEGIN { exit !(x <= t) }' || fail=1; done
+      for x in $a $b; do [ "$x" = - ] && continue; awk -v x="$x" -v t="$tol" 'BEGIN { exit !(x <= t) }' || fail=1; done
     done
   done
 done

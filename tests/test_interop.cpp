@@ -302,6 +302,8 @@ TEST_CASE("interop: malformed dictionaries are refused naming the key, value and
                 {"model.type_map", "3 names", "2 types"});
   check_refused("tos_true", [](DeepmdDict& t) { t["model"]["descriptor"]["type_map"] = {"H", "O"}; },
                 {"model.descriptor.type_map", "[\"H\",\"O\"]"});
+  check_refused("tos_true", [](DeepmdDict& t) { t["model"]["fitting"]["type_map"] = {"O", "C"}; },
+                {"model.fitting.type_map", "[\"O\",\"C\"]", "[\"O\",\"H\"]"});
   check_refused("tos_true",
                 [](DeepmdDict& t) { t["model"]["fitting"]["nets"]["networks"][0]["layers"][1]["@variables"].erase("idt"); },
                 {"model.fitting.nets.networks[0].layers[1].@variables.idt", "missing"});

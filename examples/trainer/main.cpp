@@ -294,6 +294,7 @@ int main(int argc, char** argv) {
         if (comm.is_root()) std::cout << "dpk-train: " << threads << std::endl;
         check_oversubscription(comm);
         std::string converted;  // --init-model model.dp|model.yaml: a dpk model file for the trainer
+        std::string const init_model = options.init_model;
         if (!options.init_model.empty() && is_deepmd_path(options.init_model)) {
           converted = (std::filesystem::temp_directory_path() /
                        ("dpk-init-model." + std::to_string(::getpid()) + ".dpk")).string();
@@ -306,6 +307,10 @@ int main(int argc, char** argv) {
             train_as<float>(config, options, comm);
           else
             train_as<double>(config, options, comm);
+        } catch (dpk::Error const& e) {
+          if (converted.empty()) throw;
+          std::remove(converted.c_str());
+          throw dpk::Error("--init-model '" + init_model + "' (converted to '" + converted + "'): " + e.what());
         } catch (...) {
           if (!converted.empty()) std::remove(converted.c_str());
           throw;

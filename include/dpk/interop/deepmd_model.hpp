@@ -329,6 +329,8 @@ inline ModelFileData model_from_deepmd_dict(DeepmdDict const& tree, std::string 
   auto const& fvars = at(f, "@variables", fp, c);
   for (auto const* key : {"fparam_avg", "fparam_inv_std", "aparam_avg", "aparam_inv_std", "case_embd"})
     expect_empty(fvars, key, "model.fitting.@variables", c, "fparam/aparam/case embedding are not supported");
+  if (f.contains("type_map") && !f["type_map"].is_null() && !type_map.empty() && f["type_map"] != type_map)
+    throw c.error("model.fitting.type_map", "is " + f["type_map"].dump() + " but model.type_map is " + type_map.dump());
   auto const bias = array(fvars, "bias_atom_e", {std::size_t(ntypes), 1}, "model.fitting.@variables", c);
   data.energy_bias = bias;
 
