@@ -210,7 +210,10 @@ inline ModelFileData model_from_deepmd_dict(DeepmdDict const& tree, std::string 
   using namespace detail::model;
   Context const c{file};
   if (!tree.is_object()) throw c.error("(top level)", "is not a mapping");
-  bool const tf_rules = tree.value("backend", "") == "TensorFlow";
+  auto text_of = [&](char const* key) {
+    return tree.contains(key) && tree[key].is_string() ? tree[key].get<std::string>() : std::string();
+  };
+  bool const tf_rules = text_of("backend") == "TensorFlow";
   auto const& model = at(tree, "model", "", c);
   std::string const mp = "model";
   expect_value(model, "@class", "Model", mp, c, "standard models");
@@ -390,8 +393,8 @@ inline ModelFileData model_from_deepmd_dict(DeepmdDict const& tree, std::string 
   }
   data.kind = "model";
   data.precision = precision;
-  data.training = {{"imported_from", file}, {"deepmd_backend", tree.value("backend", "")},
-                   {"deepmd_version", tree.value("version", "")}};
+  data.training = {{"imported_from", file}, {"deepmd_backend", text_of("backend")},
+                   {"deepmd_version", text_of("version")}};
   return data;
 }
 
