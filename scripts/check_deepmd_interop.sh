@@ -112,6 +112,14 @@ for m in tos_true tos_false float32; do
   grep -E "Energy RMSE  |Force  RMSE|Virial RMSE  " "dptest_$m.log" | head -3 | sed "s/^.*DEEPMD INFO */  $m: /"
 done
 
+say "dp --tf test and dpk-train test on data_3 with its own labels (same errors expected)"
+for m in tos_true tos_false float32; do
+  "$DP" --tf test -m "$m.pb" -s "$ROOT/examples/water/data/data_3" -d "data3_$m" > "data3_dp_$m.log" 2>&1
+  "$DPK_TRAIN" test -m "$m.dpk" -s "$ROOT/examples/water/data/data_3" > "data3_dpk_$m.log"
+  paste <(grep -E "Energy RMSE  |Force  RMSE" "data3_dp_$m.log" | head -2 | sed "s/^.*DEEPMD INFO *//; s/ *:/:/") \
+        <(grep -E "^Energy RMSE  |^Force  RMSE" "data3_dpk_$m.log" | sed "s/ *:/:/") | sed "s/^/  $m  dp: /; s/\t/   dpk-train: /"
+done
+
 rel() {  # dpk-train test output, scale file -> "energy force virial" relative RMS differences
   awk -v scale="$(cat "$2")" 'BEGIN { split(scale, s, " ") }
     /^Energy RMSE  /  { e = $4 / s[1] } /^Force  RMSE/ { f = $4 / s[2] } /^Virial RMSE  / { v = $4 / s[3] }
