@@ -3,6 +3,8 @@
 //   dpk-train train input.json [--restart CKPT] [--init-model MODEL] [--output DIR] [--stop-at STEP]
 //                              [--timing-file FILE]
 //   dpk-train test -m MODEL -s SYSTEM [-n N] [-d DETAIL_PREFIX]
+//   dpk-train export -m MODEL -o model.dp|model.yaml     (DeePMD-kit 3.x model, docs/interop.md)
+//   dpk-train import model.dp|model.yaml -o MODEL        (--init-model also takes .dp/.yaml)
 //   mpirun -np N dpk-train train input.json      (data parallel; rank 0 writes the files)
 //
 // Kokkos options (--kokkos-num-threads=N, ...) and OMP_NUM_THREADS set the threads per rank.
@@ -15,10 +17,15 @@
 
 #include <CLI/CLI.hpp>
 
+#if defined(DPK_ENABLE_INTEROP)
+#include <dpk/interop/deepmd.hpp>
+#endif
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -229,6 +236,37 @@ int test_as(dpk::ModelFileData const& file, std::string const& model_path, std::
   return 0;
 }
 
+/// Reads the DeePMD-kit model `path` (.dp/.yaml) into dpk's model (docs/interop.md).
+dpk::ModelFileData read_deepmd(std::string const& path) {
+#if defined(DPK_ENABLE_INTEROP)
+  return dpk::interop::read_deepmd_model(path);
+#else
+  throw dpk::Error("'" + path + "': this dpk-train was built without DeePMD-kit interop (needs HDF5 and yaml-cpp)");
+#endif
+}
+
+/// True when `path` names a DeePMD-kit model file (.dp, .yaml, .yml).
+bool is_deepmd_path(std::string const& path) {
+  for (char const* ext : {".dp", ".yaml", ".yml"}) {
+    std::string const e = ext;
+    if (path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0) return true;
+  }
+  return false;
+}
+
+/// dpk-train export: dpk model `in` -> DeePMD-kit model `out` (.dp or .yaml).
+void export_deepmd(std::string const& in, std::string const& out) {
+#if defined(DPK_ENABLE_INTEROP)
+  dpk::ModelFileData const data = dpk::read_model_file(in);
+  dpk::interop::write_deepmd_model(out, data, in);
+  std::cout << "dpk-train: wrote DeePMD-kit model " << out << " (" << data.parameters.size() << " parameters, "
+            << data.precision << ")" << std::endl;
+#else
+  (void)in;
+  throw dpk::Error("export to '" + out + "': this dpk-train was built without DeePMD-kit interop (needs HDF5 and yaml-cpp)");
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -274,10 +312,20 @@ int main(int argc, char** argv) {
     auto* test = app.add_subcommand("test", "energy/force/virial errors of a model on a system (like dp test)");
     std::string model_path, system_path, detail;
     int max_frames = 0;
-    test->add_option("-m,--model", model_path, "model file written by dpk-train")->required()->check(CLI::ExistingFile);
+    test->add_option("-m,--model", model_path, "model file written by dpk-train (or a DeePMD-kit .dp/.yaml)")->required()->check(CLI::ExistingFile);
     test->add_option("-s,--system", system_path, "deepmd/npy system directory")->required()->check(CLI::ExistingDirectory);
     test->add_option("-n,--numb-test", max_frames, "frames to test (0 = all)")->check(CLI::NonNegativeNumber);
     test->add_option("-d,--detail-file", detail, "prefix of per-frame output files (.e.out, .f.out, .v.out)");
+
+    auto* export_cmd = app.add_subcommand("export", "write a model as a DeePMD-kit 3.x model (.dp HDF5 or .yaml)");
+    std::string export_in, export_out;
+    export_cmd->add_option("-m,--model", export_in, "dpk model file")->required()->check(CLI::ExistingFile);
+    export_cmd->add_option("-o,--output", export_out, "DeePMD-kit model to write: model.dp or model.yaml")->required();
+    auto* import_cmd = app.add_subcommand("import", "convert a DeePMD-kit 3.x model (.dp or .yaml) into a dpk model");
+    std::string import_in, import_out;
+    import_cmd->add_option("input", import_in, "DeePMD-kit model: model.dp or model.yaml")->required()
+        ->check(CLI::ExistingFile);
+    import_cmd->add_option("-o,--output", import_out, "dpk model file to write")->required();
 
     try {
       app.parse(argc, argv);
@@ -293,13 +341,40 @@ int main(int argc, char** argv) {
         std::string const threads = configure_threads();
         if (comm.is_root()) std::cout << "dpk-train: " << threads << std::endl;
         check_oversubscription(comm);
-        if (config.precision() == "float32")
-          train_as<float>(config, options, comm);
-        else
-          train_as<double>(config, options, comm);
+        std::string converted;  // --init-model model.dp|model.yaml: a dpk model file for the trainer
+        std::string const init_model = options.init_model;
+        if (!options.init_model.empty() && is_deepmd_path(options.init_model)) {
+          converted = (std::filesystem::temp_directory_path() /
+                       ("dpk-init-model." + std::to_string(::getpid()) + ".dpk")).string();
+          dpk::write_model_file(converted, read_deepmd(options.init_model));
+          if (comm.is_root()) std::cout << "dpk-train: --init-model " << options.init_model << " (DeePMD-kit)" << std::endl;
+          options.init_model = converted;
+        }
+        try {
+          if (config.precision() == "float32")
+            train_as<float>(config, options, comm);
+          else
+            train_as<double>(config, options, comm);
+        } catch (dpk::Error const& e) {
+          if (converted.empty()) throw;
+          std::remove(converted.c_str());
+          throw dpk::Error("--init-model '" + init_model + "' (converted to '" + converted + "'): " + e.what());
+        } catch (...) {
+          if (!converted.empty()) std::remove(converted.c_str());
+          throw;
+        }
+        if (!converted.empty()) std::remove(converted.c_str());
+      } else if (*export_cmd) {
+        export_deepmd(export_in, export_out);
+      } else if (*import_cmd) {
+        dpk::ModelFileData const data = read_deepmd(import_in);
+        dpk::write_model_file(import_out, data);
+        std::cout << "dpk-train: wrote " << import_out << " from DeePMD-kit model " << import_in << " ("
+                  << data.parameters.size() << " parameters, " << data.precision << ")" << std::endl;
       } else if (*test) {
         configure_threads();
-        dpk::ModelFileData const file = dpk::read_model_file(model_path);
+        dpk::ModelFileData const file =
+            is_deepmd_path(model_path) ? read_deepmd(model_path) : dpk::read_model_file(model_path);
         status = file.precision == "float32" ? test_as<float>(file, model_path, system_path, max_frames, detail)
                                              : test_as<double>(file, model_path, system_path, max_frames, detail);
       }

@@ -1,0 +1,83 @@
+#pragma once
+/// \file deepmd_dict.hpp
+/// \brief In-memory tree of DeePMD-kit 3.x's serialized model dictionary (the dict that
+/// `deepmd.dpmodel` serializes; docs/interop.md): nested maps (key order kept), lists, strings,
+/// numbers, booleans, null, and n-d float arrays.
+///
+/// The tree is an `nlohmann::ordered_json`. An array is the object DeePMD-kit writes in its YAML
+/// files, plus the shape and with the values flat in row-major order:
+///   {"@class": "np.ndarray", "@is_variable": true, "@version": 1, "dtype": "float64",
+///    "shape": [2, 3], "value": [6 numbers]}
+/// Values are held as double (float32 values convert exactly); `dtype` says what the file holds.
+
+#include <dpk/core/error.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace dpk::interop {
+
+using DeepmdDict = nlohmann::ordered_json;
+
+/// An n-d float array node of `dtype` ("float64" or "float32") and `shape` holding `values`
+/// (row-major, size = product of the shape).
+inline DeepmdDict make_array(std::string const& dtype, std::vector<std::size_t> const& shape,
+                             std::vector<double> const& values) {
+  std::size_t n = 1;
+  for (auto s : shape) n *= s;
+  require(n == values.size(), "deepmd dict: array of shape with " + std::to_string(n) + " elements given " +
+                                  std::to_string(values.size()) + " values");
+  DeepmdDict a = DeepmdDict::object();
+  a["@class"] = "np.ndarray";
+  a["@is_variable"] = true;
+  a["@version"] = 1;
+  a["dtype"] = dtype;
+  a["shape"] = shape;
+  a["value"] = values;
+  return a;
+}
+
+/// True when `node` is an array node (see the file comment).
+inline bool is_array(DeepmdDict const& node) {
+  return node.is_object() && node.contains("@class") && node["@class"] == "np.ndarray" && node.contains("shape") &&
+         node.contains("value");
+}
+
+/// Shape of an array node.
+inline std::vector<std::size_t> array_shape(DeepmdDict const& node) {
+  return node.at("shape").get<std::vector<std::size_t>>();
+}
+
+/// Values of an array node, row-major.
+inline std::vector<double> array_values(DeepmdDict const& node) { return node.at("value").get<std::vector<double>>(); }
+
+/// "[2, 3]" for error messages.
+inline std::string shape_string(std::vector<std::size_t> const& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+/// Calls `visit(node, path)` on every array node and on every non-container leaf below a
+/// "@variables" key (DeePMD-kit's variables: arrays or null), depth first in key order, the
+/// order in which DeePMD-kit numbers the datasets of a .dp file. `visit` may replace the node.
+template <class Visit>
+void for_each_variable(DeepmdDict& node, Visit&& visit, std::string const& path = "", bool in_variables = false) {
+  if (is_array(node)) {
+    visit(node, path);
+  } else if (node.is_object()) {
+    for (auto it = node.begin(); it != node.end(); ++it)
+      for_each_variable(it.value(), visit, path.empty() ? it.key() : path + "." + it.key(),
+                        in_variables || it.key() == "@variables");
+  } else if (node.is_array()) {
+    for (std::size_t i = 0; i < node.size(); ++i)
+      for_each_variable(node[i], visit, path + "[" + std::to_string(i) + "]", in_variables);
+  } else if (in_variables && !node.is_null()) {
+    visit(node, path);
+  }
+}
+
+}  // namespace dpk::interop
