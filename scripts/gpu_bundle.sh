@@ -16,6 +16,7 @@
 #   DPK_BUNDLE_ARCH       hopper90 (default) or ampere80
 #   DPK_BUNDLE_BUILD_DIR  build folder (default build/gpu-bundle-<arch>)
 #   DPK_BUILD_JOBS        parallel compile jobs (default: nproc)
+#   DPK_BUNDLE_TARGETS    only these targets (space-separated; default every executable target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { printf '[gpu_bundle] %s\n' "$*"; }
@@ -44,7 +45,7 @@ say "configure $build_dir ($arch: $kokkos_line; static cudart/libstdc++, no MPI,
 mkdir -p "$build_dir"
 cmake -S . -B "$build_dir" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CXX_COMPILER="$prefix/bin/nvcc_wrapper" -DCMAKE_PREFIX_PATH="$prefix" \
-  -DDPK_ENABLE_MPI=OFF -DDPK_ENABLE_BENCHMARKS=OFF -DDPK_ENABLE_TESTS=ON -DDPK_ENABLE_EXAMPLES=ON \
+  -DDPK_ENABLE_MPI=OFF -DDPK_ENABLE_INTEROP=OFF -DDPK_ENABLE_BENCHMARKS=OFF -DDPK_ENABLE_TESTS=ON -DDPK_ENABLE_EXAMPLES=ON \
   -DDPK_TEST_SOURCE_DIR=. -DDPK_TEST_DATA_DIR=./tests/data \
   -DCMAKE_CXX_FLAGS="$strict_flags" -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >"$build_dir/dpk_bundle_configure.log" 2>&1 \
   || { tail -40 "$build_dir/dpk_bundle_configure.log" >&2; die "configure failed"; }
@@ -53,6 +54,7 @@ grep -q '^#define KOKKOSKERNELS_ENABLE_TPL_CUBLAS' "$prefix/include/KokkosKernel
 # Every executable target (tests, trainer, examples); not the header check (compile-only).
 targets=$(cmake --build "$build_dir" --target help | sed -n 's/^\.\.\. \([A-Za-z0-9_.+-]*\).*/\1/p' \
   | grep -v -x -E 'all|clean|depend|edit_cache|rebuild_cache|install|install/local|install/strip|list_install_components|test|dpk_header_check' || true)
+[ -z "${DPK_BUNDLE_TARGETS:-}" ] || targets="$DPK_BUNDLE_TARGETS"   # e.g. a quick check of a few targets
 [ -n "$targets" ] || die "no targets to build"
 say "building: $(echo $targets)"
 build_ok=1
