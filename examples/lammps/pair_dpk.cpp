@@ -9,7 +9,6 @@
 #include "force.h"
 #include "memory.h"
 #include "neigh_list.h"
-#include "neighbor.h"
 #include "update.h"
 
 #include <cmath>
@@ -129,8 +128,9 @@ void PairDPK::init_style() {
   if (force->newton_pair == 0)
     error->all(FLERR, std::string("pair_style dpk needs newton_pair on (ghost forces return to their owners by "
                                   "reverse communication)"));
-  // A half list up to rcut + skin, used only for the min_distance check.
-  neighbor->request(this, instance_me);
+  // Pair's default: a half list up to rcut + skin, used only for the min_distance check
+  // (neighbor->request in LAMMPS 2021-2022, neighbor->add_request in newer versions).
+  Pair::init_style();
 }
 
 double PairDPK::init_one(int i, int j) {

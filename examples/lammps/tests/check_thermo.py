@@ -66,9 +66,10 @@ def main():
     p.add_argument("--min-rows", type=int, default=2)
     p.add_argument("--max-drift", type=float)
     p.add_argument("--max-deviation", type=float)
-    p.add_argument("command", nargs=argparse.REMAINDER)
-    a = p.parse_args()
-    command = a.command[1:] if a.command and a.command[0] == "--" else a.command
+    argv = sys.argv[1:]
+    split = argv.index("--") if "--" in argv else len(argv)
+    a = p.parse_args(argv[:split])
+    command = argv[split + 1:]
     if not command:
         sys.exit("check_thermo: no command after --")
     run(command)
