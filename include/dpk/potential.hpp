@@ -190,8 +190,8 @@ class Potential {
   /// - virial (9): W_ab of the pairs of local centres (index 3a+b: force component a times
   ///   separation component b); atom_virial (nall, 9) when requested, each pair's share on its
   ///   neighbour atom (ghost shares also go to their owners), summing to virial.
-  /// Ghost atoms cost almost nothing: they get no neighbour list and no embedding rows (only the
-  /// fitting net still runs over them). Throws dpk::Error on inconsistent sizes or bad types.
+  /// Ghost atoms cost almost nothing: no neighbour list, no embedding or fitting rows.
+  /// Throws dpk::Error on inconsistent sizes or bad types.
   void compute_with_ghosts(PotentialResult& out, std::vector<double> const& coord, std::vector<int> const& types,
                            int nlocal, bool atom_virial = false) {
     std::size_t const nall = types.size();
@@ -221,16 +221,8 @@ class Potential {
     space_.fence();
     out.nframes = 1;
     out.natoms = int(nall);
+    to_host(prediction_.energy, 1, out.energy);  // ghosts' atomic energies are 0
     to_host(prediction_.atom_energy, nall, out.atom_energy);
-    // The model's frame energy also counts the ghosts' (neighbourless) atomic energies.
-    double energy = 0;
-    for (std::size_t i = 0; i < nall; ++i) {
-      if (i < std::size_t(nlocal))
-        energy += out.atom_energy[i];
-      else
-        out.atom_energy[i] = 0;
-    }
-    out.energy.assign(1, energy);
     to_host(prediction_.force, nall * 3, out.force);
     to_host(prediction_.virial, 9, out.virial);
     if (atom_virial)
