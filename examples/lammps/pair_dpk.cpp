@@ -11,6 +11,7 @@
 #include "neigh_list.h"
 #include "update.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -177,6 +178,12 @@ void PairDPK::compute(int eflag, int vflag) {
     potential_->compute_with_ghosts(result_, coord_, types_, nlocal, vflag_atom != 0);
   } catch (std::exception const& e) {
     error->one(FLERR, std::string("pair_style dpk: ") + e.what());
+  }
+  if (potential_->neighbors_dropped() > 0 && !warned_dropped_) {
+    warned_dropped_ = true;
+    error->warning(FLERR, "pair_style dpk: neighbours beyond the model's sel were dropped (" +
+                              std::to_string(potential_->neighbors_dropped()) +
+                              " so far on this rank): the energy is not smooth for these configurations");
   }
   for (int i = 0; i < nall; ++i)
     for (int d = 0; d < 3; ++d) f[i][d] += result_.force[3 * std::size_t(i) + std::size_t(d)];

@@ -51,6 +51,7 @@ class PairDPK : public Pair {
   std::vector<double> coord_;    ///< (nlocal + nghost, 3) positions handed to dpk
   std::vector<int> types_;       ///< (nlocal + nghost) model type indices
   dpk::PotentialResult result_;  ///< reused between steps
+  bool warned_dropped_ = false;  ///< warned once that neighbours beyond sel were dropped
 };
 
 }  // namespace LAMMPS_NS
