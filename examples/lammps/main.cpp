@@ -29,8 +29,10 @@ int main(int argc, char** argv) {
       LAMMPS_NS::PairDPK::register_style(&lammps);
       lammps.input->file();
     } catch (std::exception const& e) {
-      // LAMMPS (built with exceptions, as Debian's is) has printed "ERROR: ..." already; an
-      // error raised on one rank only must stop the others too.
+      // Only a LAMMPS built with LAMMPS_EXCEPTIONS gets here (Debian's is not: its errors end
+      // the process with exit status 1). LAMMPS has printed its ERROR line; an error raised on
+      // one rank only must stop the others too.
+      std::fprintf(stderr, "dpk-lmp: %s\n", e.what());
       std::fflush(stdout);
       if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
       status = 1;
