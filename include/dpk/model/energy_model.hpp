@@ -377,6 +377,7 @@ class EnergyModel {
     }
     for (int t = 0; t < ntypes_; ++t) type_begin_[t + 1] += type_begin_[t];
     fit_rows_ = type_begin_[ntypes_];
+    in_.centre_rows = fit_rows_;
     cursor_.assign(type_begin_.begin(), type_begin_.end() - 1);
     int next_other = fit_rows_;
     for (int i = 0; i < nloc; ++i)
