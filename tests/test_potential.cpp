@@ -256,3 +256,128 @@ TEST_CASE("Potential: clear errors for bad types, sizes and files") {
   CHECK_THROWS_WITH_AS(dpk::Potential<double>("/nonexistent/model.dpk"),
                        doctest::Contains("model file '/nonexistent/model.dpk'"), dpk::Error);
 }
+
+namespace {
+
+/// The periodic frame (coord, box rows) as an MD domain: the atoms wrapped into the cell, then
+/// every periodic image (up to `reach` cells away) within `cutoff` of the cell as a ghost.
+/// `owner[g]` is the atom that ghost g images (local atoms own themselves).
+struct GhostDomain {
+  std::vector<double> coord;
+  std::vector<int> types, owner;
+  int nlocal = 0;
+};
+
+GhostDomain expand_with_ghosts(std::vector<double> const& coord, std::vector<int> const& types,
+                               std::vector<double> const& box, double cutoff, int reach) {
+  // Inverse of the box (rows = cell vectors): fractional s = x B^-1.
+  double const* b = box.data();
+  double const det = b[0] * (b[4] * b[8] - b[5] * b[7]) - b[1] * (b[3] * b[8] - b[5] * b[6]) +
+                     b[2] * (b[3] * b[7] - b[4] * b[6]);
+  double const inv[9] = {(b[4] * b[8] - b[5] * b[7]) / det, (b[2] * b[7] - b[1] * b[8]) / det,
+                         (b[1] * b[5] - b[2] * b[4]) / det, (b[5] * b[6] - b[3] * b[8]) / det,
+                         (b[0] * b[8] - b[2] * b[6]) / det, (b[2] * b[3] - b[0] * b[5]) / det,
+                         (b[3] * b[7] - b[4] * b[6]) / det, (b[1] * b[6] - b[0] * b[7]) / det,
+                         (b[0] * b[4] - b[1] * b[3]) / det};
+  // Distance between opposite faces along each cell vector: 1 / |column d of B^-1|.
+  double margin[3];
+  for (int d = 0; d < 3; ++d)
+    margin[d] = cutoff * std::sqrt(inv[d] * inv[d] + inv[3 + d] * inv[3 + d] + inv[6 + d] * inv[6 + d]);
+  std::size_t const n = types.size();
+  std::vector<double> frac(3 * n);
+  for (std::size_t a = 0; a < n; ++a)
+    for (int d = 0; d < 3; ++d) {
+      double s = 0;
+      for (int e = 0; e < 3; ++e) s += coord[3 * a + std::size_t(e)] * inv[3 * e + d];
+      frac[3 * a + std::size_t(d)] = s - std::floor(s);
+    }
+  GhostDomain out;
+  out.nlocal = int(n);
+  auto add = [&](std::size_t a, int i0, int i1, int i2) {
+    double const s[3] = {frac[3 * a] + i0, frac[3 * a + 1] + i1, frac[3 * a + 2] + i2};
+    for (int d = 0; d < 3; ++d) out.coord.push_back(s[0] * b[d] + s[1] * b[3 + d] + s[2] * b[6 + d]);
+    out.types.push_back(types[a]);
+    out.owner.push_back(int(a));
+  };
+  for (std::size_t a = 0; a < n; ++a) add(a, 0, 0, 0);
+  for (int i0 = -reach; i0 <= reach; ++i0)
+    for (int i1 = -reach; i1 <= reach; ++i1)
+      for (int i2 = -reach; i2 <= reach; ++i2) {
+        if (i0 == 0 && i1 == 0 && i2 == 0) continue;
+        int const image[3] = {i0, i1, i2};
+        for (std::size_t a = 0; a < n; ++a) {
+          bool near = true;
+          for (int d = 0; d < 3; ++d) {
+            double const s = frac[3 * a + std::size_t(d)] + image[d];
+            near = near && s > -margin[d] && s < 1 + margin[d];
+          }
+          if (near) add(a, i0, i1, i2);
+        }
+      }
+  return out;
+}
+
+/// compute_with_ghosts on the expanded domain, folded back to owners, equals the periodic path.
+void check_ghost_domain(dpk::Potential<double>& potential, std::vector<double> const& coord,
+                        std::vector<int> const& types, std::vector<double> const& box, int reach) {
+  auto const periodic = potential.compute(coord, types, box, true);
+  auto const domain = expand_with_ghosts(coord, types, box, potential.rcut() + 0.5, reach);
+  auto const ghosts = potential.compute_with_ghosts(domain.coord, domain.types, domain.nlocal, true);
+  int const n = domain.nlocal, nall = int(domain.types.size());
+  REQUIRE(ghosts.natoms == nall);
+  CHECK(std::abs(ghosts.energy[0] - periodic.energy[0]) <= 1e-10 * std::abs(periodic.energy[0]));
+  std::vector<double> force(std::size_t(3 * n), 0.0), atom_virial(std::size_t(9 * n), 0.0);
+  for (int g = 0; g < nall; ++g) {
+    auto const o = std::size_t(domain.owner[std::size_t(g)]);
+    for (int d = 0; d < 3; ++d) force[3 * o + std::size_t(d)] += ghosts.force[3 * std::size_t(g) + std::size_t(d)];
+    for (int k = 0; k < 9; ++k)
+      atom_virial[9 * o + std::size_t(k)] += ghosts.atom_virial[9 * std::size_t(g) + std::size_t(k)];
+  }
+  std::vector<double> local_energy(ghosts.atom_energy.begin(), ghosts.atom_energy.begin() + n);
+  for (int g = n; g < nall; ++g) CHECK(ghosts.atom_energy[std::size_t(g)] == 0.0);
+  CHECK(max_abs_difference(force, periodic.force) < 1e-10);
+  CHECK(max_abs_difference(local_energy, periodic.atom_energy) < 1e-10);
+  CHECK(max_abs_difference(ghosts.virial, periodic.virial) < 1e-9);
+  CHECK(max_abs_difference(atom_virial, periodic.atom_virial) < 1e-10);
+  MESSAGE(n, " local + ", nall - n, " ghost atoms: E ", ghosts.energy[0], " (periodic ", periodic.energy[0],
+          "), max |dF| ", max_abs_difference(force, periodic.force));
+}
+
+}  // namespace
+
+TEST_CASE("Potential: compute_with_ghosts on explicit ghost images equals the periodic box") {
+  FixtureModelFile file;
+  dpk::Potential<double> potential(file.path);
+  auto const coord = frame_array(0, "coord");
+  auto const box = frame_array(0, "box");
+  SUBCASE("water box (12.4 A, rcut 6)") { check_ghost_domain(potential, coord, water_types(), box, 1); }
+  // The atoms of the water box inside a 7 A cell (smaller than 2 rcut), orthogonal and tilted:
+  // ghosts reach two cells out.
+  std::vector<double> small_coord;
+  std::vector<int> small_types;
+  auto const all_types = water_types();
+  for (int a = 0; a < 192; ++a) {
+    bool inside = true;
+    for (int d = 0; d < 3; ++d) {
+      double const x = coord[std::size_t(3 * a + d)] - box[std::size_t(4 * d)] * std::floor(coord[std::size_t(3 * a + d)] / box[std::size_t(4 * d)]);
+      inside = inside && x < 7.0;
+    }
+    if (inside) {
+      for (int d = 0; d < 3; ++d) small_coord.push_back(coord[std::size_t(3 * a + d)]);
+      small_types.push_back(all_types[std::size_t(a)]);
+    }
+  }
+  REQUIRE(small_types.size() > 10);
+  SUBCASE("7 A orthogonal cell") {
+    check_ghost_domain(potential, small_coord, small_types, {7, 0, 0, 0, 7, 0, 0, 0, 7}, 2);
+  }
+  SUBCASE("7 A triclinic cell") {
+    check_ghost_domain(potential, small_coord, small_types, {7, 0, 0, 1.5, 7, 0, -1.0, 2.0, 7}, 2);
+  }
+  SUBCASE("errors") {
+    CHECK_THROWS_WITH_AS(potential.compute_with_ghosts(coord, water_types(), 193),
+                         doctest::Contains("nlocal = 193 must be in [0, 192]"), dpk::Error);
+    CHECK_THROWS_WITH_AS(potential.compute_with_ghosts({1.0, 2.0}, water_types(), 10),
+                         doctest::Contains("'coord' has 2 values"), dpk::Error);
+  }
+}

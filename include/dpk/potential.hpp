@@ -147,6 +147,7 @@ class Potential {
     frames_.nframes = int(nframes);
     frames_.natoms = int(natoms);
     frames_.periodic = !box.empty();
+    frames_.centres = -1;
     resize_exact(frames_.coord, nloc, 3);
     resize_exact(frames_.box, nframes, 9);
     resize_exact(frames_.types, nloc);
@@ -174,6 +175,68 @@ class Potential {
       to_host(prediction_.atom_virial, nloc * 9, out.atom_virial);
     else
       out.atom_virial.clear();
+  }
+
+  /// One domain of a domain-decomposed MD engine (LAMMPS): `coord` (nall, 3) in A holds
+  /// `nlocal` local atoms followed by nall - nlocal ghost atoms (periodic images or other ranks'
+  /// atoms, positions as the engine has them), `types` (nall) their type indices. The atoms form
+  /// one non-periodic cluster in which only the local atoms are centres; ghosts are neighbours
+  /// only, and every local atom's neighbours within rcut() must be among them (ghost cutoff >=
+  /// rcut()). Results in `out` (nframes 1, natoms nall):
+  /// - energy: the sum of the local atoms' energies; atom_energy (nall): those energies, 0 for
+  ///   ghosts;
+  /// - force (nall, 3): -dE/dx of every atom; a ghost's force belongs to the atom it images and
+  ///   must be added to it (LAMMPS: reverse communication with newton_pair on);
+  /// - virial (9): W_ab of the pairs of local centres (index 3a+b: force component a times
+  ///   separation component b); atom_virial (nall, 9) when requested, each pair's share on its
+  ///   neighbour atom (ghost shares also go to their owners), summing to virial.
+  /// Ghost atoms cost almost nothing: no neighbour list, no embedding or fitting rows.
+  /// Throws dpk::Error on inconsistent sizes or bad types.
+  void compute_with_ghosts(PotentialResult& out, std::vector<double> const& coord, std::vector<int> const& types,
+                           int nlocal, bool atom_virial = false) {
+    std::size_t const nall = types.size();
+    require(nall > 0 && nlocal >= 0 && std::size_t(nlocal) <= nall,
+            "dpk::Potential::compute_with_ghosts: nlocal = " + std::to_string(nlocal) + " must be in [0, " +
+                std::to_string(nall) + "] (natoms from 'types', which must not be empty)");
+    require(coord.size() == 3 * nall, "dpk::Potential::compute_with_ghosts: 'coord' has " +
+                                          std::to_string(coord.size()) + " values, expected natoms x 3 = " +
+                                          std::to_string(3 * nall));
+    check_types_host(types);
+    frames_.nframes = 1;
+    frames_.natoms = int(nall);
+    frames_.periodic = false;
+    frames_.centres = nlocal;
+    resize_exact(frames_.coord, nall, 3);
+    resize_exact(frames_.box, 1, 9);
+    resize_exact(frames_.types, nall);
+    auto coord_host = Kokkos::create_mirror_view(frames_.coord);
+    auto types_host = Kokkos::create_mirror_view(frames_.types);
+    for (std::size_t i = 0; i < nall; ++i) {
+      for (int d = 0; d < 3; ++d) coord_host(i, d) = static_cast<Scalar>(coord[3 * i + d]);
+      types_host(i) = types[i];
+    }
+    Kokkos::deep_copy(space_, frames_.coord, coord_host);
+    Kokkos::deep_copy(space_, frames_.types, types_host);
+    model_->predict(space_, frames_, prediction_, true, atom_virial);
+    space_.fence();
+    out.nframes = 1;
+    out.natoms = int(nall);
+    to_host(prediction_.energy, 1, out.energy);  // ghosts' atomic energies are 0
+    to_host(prediction_.atom_energy, nall, out.atom_energy);
+    to_host(prediction_.force, nall * 3, out.force);
+    to_host(prediction_.virial, 9, out.virial);
+    if (atom_virial)
+      to_host(prediction_.atom_virial, nall * 9, out.atom_virial);
+    else
+      out.atom_virial.clear();
+  }
+
+  /// compute_with_ghosts() returning a new PotentialResult.
+  PotentialResult compute_with_ghosts(std::vector<double> const& coord, std::vector<int> const& types, int nlocal,
+                                      bool atom_virial = false) {
+    PotentialResult out;
+    compute_with_ghosts(out, coord, types, nlocal, atom_virial);
+    return out;
   }
 
   /// compute() returning a new PotentialResult.

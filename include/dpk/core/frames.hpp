@@ -14,6 +14,9 @@ struct Frames {
   int nframes = 0;
   int natoms = 0;
   bool periodic = true;
+  /// Atoms [0, centres) of each frame are centres; the others are only neighbours and get an
+  /// empty neighbour list (an MD domain's ghost atoms). -1: every atom is a centre.
+  int centres = -1;
   View2<Scalar, MemorySpace> coord{"dpk::Frames::coord", 0, 3};  ///< (nframes*natoms, 3), A
   View2<Scalar, MemorySpace> box{"dpk::Frames::box", 0, 9};      ///< (nframes, 9), rows = cell vectors
   View1<int, MemorySpace> types{"dpk::Frames::types", 0};        ///< (nframes*natoms), 0-based

@@ -122,6 +122,9 @@ struct SeAInputs {
   View3<Scalar, MemorySpace> env;       ///< (nloc, nnei, 4) normalised rows
   View3<Scalar, MemorySpace> empty_row; ///< (ntypes centre, ntypes block, 4): row of an empty slot (-avg/std)
   View1<int, MemorySpace> position;     ///< (nloc) row of each atom in the type-sorted fitting input
+  /// Fitting rows [0, centre_rows) are centres; atoms at positions beyond (MD ghosts, which have
+  /// no neighbours and no fitting row) skip D and its cotangent (their gD is 0). -1: all rows.
+  int centre_rows = -1;
   EmbeddingRows<MemorySpace> rows;
 };
 
@@ -212,6 +215,7 @@ void contract_descriptor(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
   auto empty_row = in.empty_row;
   auto position = in.position;
   int const ntypes = in.ntypes, m1 = in.m1, m2 = in.m2;
+  int const centre_rows = in.centre_rows < 0 ? in.nloc : in.centre_rows;
   bool const tos = in.type_one_side;
   bool const tangent = gt.extent(0) > 0;
   Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
@@ -260,6 +264,7 @@ void contract_descriptor(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
         team.team_barrier();
         // D_i(m, n) = sum_c T(c, m) T(c, n) (tangent: T'(c, m) T(c, n) + T(c, m) T'(c, n)).
         Scalar const* const tv = tangent ? &t_value(i, 0, 0) : tr;
+        if (position(i) >= centre_rows) return;  // not a centre: its D row is never read
         Scalar* const dr = &d(position(i), 0);
         if (!tangent) {
           team_vector_for_rows(team, m1, m2, [&](int const m, int const n) {
@@ -285,6 +290,7 @@ void descriptor_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemoryS
                           View3<Scalar, MemorySpace> const& out, bool accumulate) {
   auto position = in.position;
   int const m1 = in.m1, m2 = in.m2;
+  int const centre_rows = in.centre_rows < 0 ? in.nloc : in.centre_rows;
   Kokkos::parallel_for(
       "dpk::descriptor::SeA::Descriptor_cotangent",
       Kokkos::MDRangePolicy<ExecutionSpace, Kokkos::Rank<2>>(space, {0, 0}, {in.nloc, m1}),
@@ -292,8 +298,10 @@ void descriptor_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemoryS
         int const p = position(i);
         Scalar const* const tr = &t(i, 0, 0);  // (4, m1) block of centre i
         Scalar acc[4] = {0, 0, 0, 0};
-        add_dot4<true>(tr, m1, &gd(p, m * m2), 1, m2, acc);          // sum_n gD(m, n) T(c, n)
-        if (m < m2) add_dot4<false>(tr, m1, &gd(p, m), m2, m1, acc);  // sum_mm gD(mm, m) T(c, mm)
+        if (p < centre_rows) {  // centres only: other atoms have gD = 0, so a zero cotangent
+          add_dot4<true>(tr, m1, &gd(p, m * m2), 1, m2, acc);          // sum_n gD(m, n) T(c, n)
+          if (m < m2) add_dot4<false>(tr, m1, &gd(p, m), m2, m1, acc);  // sum_mm gD(mm, m) T(c, mm)
+        }
         for (int c = 0; c < 4; ++c) out(i, c, m) = (accumulate ? out(i, c, m) : Scalar(0)) + acc[c];
       });
 }

@@ -220,7 +220,7 @@ class EnergyModel {
     search_.build(space, frames, nlist_);
     dropped_ += nlist_.dropped;
     compute_environment_matrix(space, nlist_, frames.types, stats_, descriptor_.rcut_smth, descriptor_.rcut, env_);
-    set_batch(space, frames.types, frames.nframes, frames.natoms);
+    set_batch(space, frames.types, frames.nframes, frames.natoms, frames.centres);
   }
 
   /// Uses an externally built neighbour list and environment matrix (e.g. a test fixture).
@@ -337,8 +337,13 @@ class EnergyModel {
   // call them through the entry points above.
 
   /// Batch bookkeeping: types, embedding row layout, type-sorted fitting positions, workspaces.
-  void set_batch(ExecutionSpace const& space, View1<int, memory_space> const& types, int nframes, int natoms) {
+  /// Only atoms [0, centres) of each frame (all when centres < 0) go through the fitting nets:
+  /// the others (ghosts, Frames::centres) sit after them in the fitting rows, with atomic energy
+  /// 0 and no cotangent.
+  void set_batch(ExecutionSpace const& space, View1<int, memory_space> const& types, int nframes, int natoms,
+                 int centres = -1) {
     int const nloc = nframes * natoms;
+    int const per_frame = centres < 0 ? natoms : centres;
     nframes_ = nframes;
     natoms_ = natoms;
     in_.nloc = nloc;
@@ -368,11 +373,15 @@ class EnergyModel {
       int const t = host_types(i);
       require(t >= 0 && t < ntypes_, "EnergyModel: atom type " + std::to_string(t) + " outside the model's " +
                                          std::to_string(ntypes_) + " types");
-      ++type_begin_[t + 1];
+      if (i % natoms < per_frame) ++type_begin_[t + 1];
     }
     for (int t = 0; t < ntypes_; ++t) type_begin_[t + 1] += type_begin_[t];
+    fit_rows_ = type_begin_[ntypes_];
+    in_.centre_rows = fit_rows_;
     cursor_.assign(type_begin_.begin(), type_begin_.end() - 1);
-    for (int i = 0; i < nloc; ++i) host_position(i) = cursor_[host_types(i)]++;
+    int next_other = fit_rows_;
+    for (int i = 0; i < nloc; ++i)
+      host_position(i) = i % natoms < per_frame ? cursor_[host_types(i)]++ : next_other++;
     Kokkos::deep_copy(space, Kokkos::subview(in_.position, std::make_pair(0, nloc)), host_position);
 
     std::size_t const rows = in_.rows.total_rows;
@@ -423,9 +432,12 @@ class EnergyModel {
     auto position = in_.position;
     auto types = in_.types;
     auto bias = bias_dev_;
+    int const fit_rows = fit_rows_;
     Kokkos::parallel_for(
-        "dpk::model::atom_energy", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc),
-        KOKKOS_LAMBDA(int const i) { atom_energy(i) = e_fit(position(i), 0) + bias(types(i)); });
+        "dpk::model::atom_energy", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc), KOKKOS_LAMBDA(int const i) {
+          int const p = position(i);
+          atom_energy(i) = p < fit_rows ? e_fit(p, 0) + bias(types(i)) : Scalar(0);
+        });
     using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
     int const natoms = natoms_;
     Kokkos::parallel_for(
@@ -449,6 +461,14 @@ class EnergyModel {
       if (r1 > r0)
         fitting_net_.backward_input(space, params, t, r0, r1, window(fit_ones_, r0, r1 - r0, 1),
                                     window(gdt_, r0, r1 - r0, width));
+    }
+    if (fit_rows_ < nloc) {  // rows of atoms that are not centres: no cotangent
+      auto gdt = gdt_;
+      long const begin = long(fit_rows_) * width, end = long(nloc) * width;
+      Kokkos::parallel_for(
+          "dpk::model::zero_other_rows",
+          Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<long>>(space, begin, end),
+          KOKKOS_LAMBDA(long const k) { gdt(k) = Scalar(0); });
     }
     descriptor_cotangent(space, in_, Matrix(gdt_.data(), nloc, width), t_, a_, false);
     Matrix ggt(ggt_.data(), rows, m1_);
@@ -587,6 +607,7 @@ class EnergyModel {
   int nframes_ = 0, natoms_ = 0;
   SeAInputs<Scalar, memory_space> in_;
   std::vector<int> type_begin_, cursor_;
+  int fit_rows_ = 0;  ///< rows [0, fit_rows_) of the fitting input are centres (set_batch)
   std::vector<nn::RowBlock> embedding_blocks_;
   Kokkos::View<int*, Kokkos::HostSpace> types_host_{"dpk::model::types_host", 0}, position_host_{"dpk::model::position_host", 0};
   Prediction<Scalar, memory_space> pred_;

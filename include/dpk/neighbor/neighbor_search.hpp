@@ -151,11 +151,15 @@ class NeighborSearch {
   CellList<Scalar, ExecutionSpace> const& cells() const { return cells_; }
 
   /// Builds the formatted list of every atom of `frames` into `out` (rows [0, frames.nloc())),
-  /// plus its reverse index. Uses frames.nloc(), not view extents; allocates only when the batch
+  /// plus its reverse index. Atoms at or beyond frames.centres in their frame get empty rows.
+  /// Uses frames.nloc(), not view extents; allocates only when the batch
   /// grows. Synchronous: returns after `out.dropped` is known.
   void build(ExecutionSpace const& space, Frames<Scalar, memory_space> const& frames,
              NeighborList<Scalar, memory_space>& out) {
     int const nloc = frames.nloc(), natoms = frames.natoms, nnei = this->nnei();
+    int const centres = frames.centres < 0 ? natoms : frames.centres;
+    require(centres <= natoms, "NeighborSearch: frames.centres (" + std::to_string(centres) +
+                                   ") exceeds frames.natoms (" + std::to_string(natoms) + ")");
     int const ntypes = int(sel_.size());
     require(frames.types.extent(0) >= std::size_t(nloc), "NeighborSearch: frames.types has " +
                                                              std::to_string(frames.types.extent(0)) +
@@ -249,6 +253,13 @@ class NeighborSearch {
           };
           Scalar const prune2 = prune * prune;
           for (int t = 0; t < ntypes; ++t) count(i, t) = 0;
+          if (i % natoms >= centres) {  // a neighbour-only atom (ghost): empty row
+            for (int s = 0; s < nnei; ++s) {
+              index(i, s) = -1;
+              rij(i, s, 0) = rij(i, s, 1) = rij(i, s, 2) = Scalar(0);
+            }
+            return;
+          }
           int const scratch = per_thread ? token.acquire() : i;
           std::uint64_t* const key_row = &key(scratch, 0);  // raw rows: no stride reloads in the loops
           int* const image_row = &image(scratch, 0);
