@@ -553,7 +553,10 @@ std::string multi_system_input(nlohmann::json const& batch_size, nlohmann::json 
 TEST_CASE("sampler: system probabilities equal DeePMD-kit's prob_sys_size / prob_uniform / blocks") {
   nlohmann::json const reference = multi_system_reference();
   REQUIRE(reference["cases"].size() >= 5);
-  for (auto const& [name, c] : reference["cases"].items()) {
+  for (auto const& item : reference["cases"].items()) {
+    // No structured binding here: doctest's INFO captures in a lambda, which nvcc (C++17) refuses.
+    std::string const name = item.key();
+    nlohmann::json const& c = item.value();
     INFO("case " << name);
     dpk::InputConfig const config = dpk::parse_input(multi_system_input(c["batch_size"], c["auto_prob"]), name, "/");
     dpk::DataConfig const& data = config.training.training_data;
