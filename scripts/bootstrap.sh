@@ -104,7 +104,8 @@ apt_install() {
 }
 
 PKGS=(build-essential cmake pkg-config dpkg-dev libopenmpi-dev openmpi-bin libopenblas-dev
-      doctest-dev nlohmann-json3-dev libcli11-dev libbenchmark-dev python3 python3-numpy python3-matplotlib)
+      doctest-dev nlohmann-json3-dev libcli11-dev libbenchmark-dev python3 python3-numpy python3-matplotlib
+      libfuzzer-14-dev libclang-rt-14-dev)
 ensure_sources "$WANT_CUDA"
 apt_install "${PKGS[@]}"
 
