@@ -10,7 +10,7 @@
 # corpus (build/fuzz/corpus/<target>; DPK_FUZZ_KEEP_CORPUS=1 keeps it between runs). Crash,
 # timeout, leak and out-of-memory inputs go to build/fuzz/artifacts/<target>/; logs to
 # build/fuzz/logs/<target>.log. Prints one line per target,
-#   <target>: N execs, cov X, ft Y, <result> (T s, E exec/s)
+#   <target>: N execs, cov X, ft Y, <result> (T s run, E exec/s)
 # and exits 1 when any target reported a problem (2 on a build or usage error).
 # Needs clang++ (Debian: clang-14) and libFuzzer (libfuzzer-14-dev, libclang-rt-14-dev),
 # installed by scripts/bootstrap.sh.
@@ -75,11 +75,12 @@ for t in "${TARGETS[@]}"; do
   rm -rf "$artifacts"
   mkdir -p "$corpus" "$artifacts"
   echo "[fuzz] $t: ${SECONDS_PER_TARGET} s (log: $log)"
-  rc=0
+  rc=0 start=$(date +%s)
   ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}" \
     "$BUILD/$t" -seed=1 -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=2048 \
       -max_len="$(max_len "$t")" -print_final_stats=1 -artifact_prefix="$artifacts/" \
       "$corpus" "$SEEDS/$t" >"$log" 2>&1 || rc=$?
+  elapsed=$(( $(date +%s) - start ))
   # Counters from libFuzzer's last status line ("#N DONE cov: X ft: Y ... exec/s: E").
   last=$(grep -E '^#[0-9]+' "$log" | grep 'cov:' | tail -1 || true)
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
@@ -96,7 +97,7 @@ for t in "${TARGETS[@]}"; do
     [ -n "$kind" ] || kind=$(grep -m1 -oE 'runtime error: .*' "$log" || true)
     result="FAILED rc=$rc ${kind:-see log}${found:+, input $artifacts/$found}"
   fi
-  line="$t: ${execs:-?} execs, cov ${cov:-?}, ft ${ft:-?}, $result (${SECONDS_PER_TARGET} s, ${rate:-?} exec/s)"
+  line="$t: ${execs:-?} execs, cov ${cov:-?}, ft ${ft:-?}, $result (${elapsed} s run, ${rate:-?} exec/s)"
   summary+=("$line")
   echo "$line"
 done

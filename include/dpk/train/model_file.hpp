@@ -201,7 +201,7 @@ std::string json_type_name() {
   else if constexpr (std::is_integral_v<T>) return "an integer";
   else if constexpr (std::is_floating_point_v<T>) return "a number";
   else if constexpr (std::is_same_v<T, std::string>) return "a string";
-  else return "a list of " + json_type_name<typename T::value_type>() + "s";
+  else return "a list, each entry " + json_type_name<typename T::value_type>();
 }
 
 /// Reads key `key` of `object` as T; throws naming the file, the key path and what was expected.
