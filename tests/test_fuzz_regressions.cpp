@@ -11,10 +11,13 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 namespace {
 
@@ -108,6 +111,22 @@ TEST_CASE("fuzz regressions: input.json") {
     check_error([&] { dpk::parse_input("{\"model\": \"" + std::string(500, '[') + "\"}", "flat.json", "."); },
                 {"flat.json", "model: expected an object"});
   }
+}
+
+TEST_CASE("fuzz regressions: a symlink loop below a \"systems\" folder is walked once") {
+  // Found writing the input.json target: the expansion followed the loop until the path was too
+  // long and let a std::filesystem_error escape.
+  namespace fs = std::filesystem;
+  fs::path const root = fs::temp_directory_path() / ("dpk_fuzz_loop_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "data" / "sys");
+  std::ofstream(root / "data" / "sys" / "type.raw") << "0\n";
+  fs::create_directory_symlink("..", root / "data" / "sys" / "up");
+  std::string const text = R"({"model": {"descriptor": {"type": "se_e2_a", "sel": [4]}, "fitting_net": {}},
+                               "training": {"training_data": {"systems": "data"}}})";
+  dpk::InputConfig const config = dpk::parse_input(text, "loop.json", root.string());
+  CHECK(config.training.training_data.systems == std::vector<std::string>{(root / "data" / "sys").string()});
+  fs::remove_all(root);
 }
 
 TEST_CASE("fuzz regressions: model file") {
