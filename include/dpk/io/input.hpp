@@ -133,6 +133,31 @@ inline InputConfig parse_input(std::string const& text, std::string const& sourc
 // ------------------------------------------------------------------------------ implementation
 namespace detail {
 
+/// Deepest nesting of JSON text that dpk's readers accept. input.json and model headers nest a
+/// few levels; nlohmann_json prints and copies values recursively, so a value nested thousands
+/// of levels deep (a corrupt or hostile file) would overflow the stack in an error message.
+inline constexpr std::size_t max_json_depth = 100;
+
+/// Deepest `[`/`{` nesting of JSON text, counting brackets outside strings (escapes honoured).
+inline std::size_t json_nesting_depth(char const* begin, char const* end) {
+  std::size_t depth = 0, deepest = 0;
+  bool in_string = false;
+  for (char const* p = begin; p != end; ++p) {
+    char const c = *p;
+    if (in_string) {
+      if (c == '\\' && p + 1 != end) ++p;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 /// One JSON object of input.json being read: knows its key path (for messages), records which
 /// keys were read, and reports the rest as warnings (DeePMD-kit keys dpk ignores, or unknown keys).
 class JsonSection {
@@ -447,10 +472,14 @@ inline DataConfig parse_data(JsonSection& parent, char const* name, std::string 
 inline InputConfig parse_input(std::string const& text, std::string const& source, std::string const& base_directory) {
   using json = nlohmann::json;
   json root;
+  if (detail::json_nesting_depth(text.data(), text.data() + text.size()) > detail::max_json_depth)
+    throw Error("input file '" + source + "': malformed JSON: nested deeper than " +
+                std::to_string(detail::max_json_depth) + " levels of lists/objects");
   try {
     root = json::parse(text);
-  } catch (json::parse_error const& e) {
-    // nlohmann's message says "parse error at line L, column C: ...".
+  } catch (json::exception const& e) {
+    // nlohmann's message says "parse error at line L, column C: ..." (or "number overflow
+    // parsing '1e999'", an out_of_range error, for a number beyond double's range).
     throw Error("input file '" + source + "': malformed JSON: " + e.what());
   }
   InputConfig config;

@@ -8,6 +8,7 @@
 
 #include <dpk/core/error.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -144,7 +145,11 @@ class NpyHeaderParser {
       if (peek() < '0' || peek() > '9') fail("malformed header ('shape' is not a tuple of integers)");
       std::size_t value = 0;
       while (peek() >= '0' && peek() <= '9') {
-        value = value * 10 + static_cast<std::size_t>(peek() - '0');
+        // numpy's extents are intp (int64): anything larger is a corrupt header, not a wrap-around.
+        std::size_t const digit = static_cast<std::size_t>(peek() - '0');
+        if (value > (std::size_t(INT64_MAX) - digit) / 10)
+          fail("malformed header ('shape' has an extent larger than 2^63 - 1)");
+        value = value * 10 + digit;
         ++pos_;
       }
       // numpy 1.x wrote long integers as e.g. 80L in Python 2 headers.
@@ -182,13 +187,12 @@ void npy_convert(unsigned char const* bytes, std::size_t count, std::vector<doub
 
 }  // namespace detail
 
-/// Reads a `.npy` file (format v1/v2/v3, C order, little-endian `<f4 <f8 <i1..<i8 |u1..<u8 |b1`)
-/// into doubles. Throws dpk::Error naming the file and the problem: missing, not npy, truncated,
-/// fortran_order, big-endian or unsupported dtype.
-inline NpyArray read_npy(std::string const& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("npy file '" + path + "': cannot open (missing or unreadable)");
-  std::vector<unsigned char> const bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+/// Parses the bytes of a `.npy` file (format v1/v2/v3, C order, little-endian `<f4 <f8 <i1..<i8
+/// |u1..<u8 |b1`) into doubles; `path` names the file in errors. Throws dpk::Error naming the file
+/// and the problem: not npy, truncated, fortran_order, big-endian or unsupported dtype.
+inline NpyArray parse_npy(std::string const& file_bytes, std::string const& path) {
+  auto const* const begin = reinterpret_cast<unsigned char const*>(file_bytes.data());
+  std::vector<unsigned char> const bytes(begin, begin + file_bytes.size());
   static unsigned char const magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
   if (bytes.size() < 10 || std::memcmp(bytes.data(), magic, 6) != 0)
     throw Error("npy file '" + path + "': not an npy file (missing the \\x93NUMPY magic string" +
@@ -236,7 +240,15 @@ inline NpyArray read_npy(std::string const& path) {
   if (!detail::host_is_little_endian())
     throw Error("npy file '" + path + "': dpk reads npy files only on little-endian hosts");
 
-  std::size_t const count = array.size();
+  // The number of values, refusing shapes whose product overflows (a zero extent makes it 0).
+  std::size_t count = 1;
+  bool const empty = std::find(array.shape.begin(), array.shape.end(), std::size_t(0)) != array.shape.end();
+  for (std::size_t extent : array.shape) {
+    if (!empty && count > SIZE_MAX / extent)
+      throw Error("npy file '" + path + "': shape " + detail::npy_shape_string(array.shape) +
+                  " has more values than fit in memory (corrupt header)");
+    count = empty ? 0 : count * extent;
+  }
   std::size_t const offset = preamble + header_length;
   // Check the size before computing count * item, so that a corrupt shape cannot overflow.
   std::size_t const available = bytes.size() - offset;
@@ -266,6 +278,15 @@ inline NpyArray read_npy(std::string const& path) {
     for (std::size_t i = 0; i < count; ++i) array.data[i] = data[i] ? 1.0 : 0.0;
   }
   return array;
+}
+
+/// Reads a `.npy` file (see parse_npy). Throws dpk::Error naming the file when it is missing or
+/// unreadable, or for any problem parse_npy reports.
+inline NpyArray read_npy(std::string const& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("npy file '" + path + "': cannot open (missing or unreadable)");
+  std::string const bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse_npy(bytes, path);
 }
 
 /// Writes `product(shape)` values from `data` to a `.npy` file with the given element type and

@@ -195,14 +195,31 @@ inline System read_system(std::string const& path, std::vector<std::string> cons
 }
 
 /// Every directory at or below `root` that holds a type.raw file, sorted (DeePMD-kit's expansion
-/// of a `systems` string). Throws when `root` does not exist or holds no system.
+/// of a `systems` string). Symbolic links to folders are followed, except one leading back to a
+/// folder it is inside of (a loop). Throws when `root` does not exist, cannot be listed or holds
+/// no system.
 inline std::vector<std::string> expand_systems(std::string const& root) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(root)) throw Error("deepmd/npy systems '" + root + "': not a directory");
+  /// True when folder `p` is `q` or contains it (both canonical).
+  auto contains = [](fs::path const& p, fs::path const& q) {
+    return std::mismatch(p.begin(), p.end(), q.begin(), q.end()).first == p.end();
+  };
   std::vector<std::string> found;
-  if (fs::exists(fs::path(root) / "type.raw")) found.push_back(fs::path(root).string());
-  for (auto const& entry : fs::recursive_directory_iterator(root, fs::directory_options::follow_directory_symlink))
-    if (entry.is_directory() && fs::exists(entry.path() / "type.raw")) found.push_back(entry.path().string());
+  try {
+    if (fs::exists(fs::path(root) / "type.raw")) found.push_back(fs::path(root).string());
+    fs::recursive_directory_iterator it(root, fs::directory_options::follow_directory_symlink), end;
+    for (; it != end; ++it) {
+      if (!it->is_directory()) continue;
+      if (it->is_symlink() && contains(fs::canonical(it->path()), fs::canonical(it->path().parent_path()))) {
+        it.disable_recursion_pending();  // a loop: its folders are listed by their real path
+        continue;
+      }
+      if (fs::exists(it->path() / "type.raw")) found.push_back(it->path().string());
+    }
+  } catch (fs::filesystem_error const& e) {
+    throw Error("deepmd/npy systems '" + root + "': cannot list the folder (" + e.what() + ")");
+  }
   std::sort(found.begin(), found.end());
   if (found.empty()) throw Error("deepmd/npy systems '" + root + "': no directory containing type.raw below it");
   return found;

@@ -25,10 +25,15 @@
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <fstream>
+#include <limits>
+#include <type_traits>
+#include <utility>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -141,17 +146,74 @@ inline nlohmann::json fitting_json(FittingConfig const& f) {
   return j;
 }
 
-/// Reads key `key` of `object` as T; throws naming the file and key path.
+/// A JSON value for an error message, cut to 60 characters.
+inline std::string shown(nlohmann::json const& value) {
+  std::string text = value.dump();
+  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+}
+
+/// `value` as T when it has T's JSON type and, for integers, fits T exactly (no silent
+/// truncation of 1e30 or 2.5 into an int); false otherwise.
+template <class T>
+bool json_as(nlohmann::json const& value, T& out) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!value.is_boolean()) return false;
+    out = value.get<bool>();
+  } else if constexpr (std::is_integral_v<T>) {
+    if (value.is_number_unsigned()) {
+      auto const u = value.get<std::uint64_t>();
+      if (u > static_cast<std::uint64_t>(std::numeric_limits<T>::max())) return false;
+      out = static_cast<T>(u);
+    } else if (value.is_number_integer()) {
+      auto const i = value.get<std::int64_t>();
+      if (i < 0 && std::is_unsigned_v<T>) return false;
+      if constexpr (std::is_signed_v<T>)
+        if (i < std::int64_t(std::numeric_limits<T>::min()) || i > std::int64_t(std::numeric_limits<T>::max()))
+          return false;
+      out = static_cast<T>(i);
+    } else {
+      return false;
+    }
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!value.is_number()) return false;
+    out = value.get<T>();
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (!value.is_string()) return false;
+    out = value.get<std::string>();
+  } else {  // std::vector<E>
+    if (!value.is_array()) return false;
+    out.clear();
+    for (auto const& element : value) {
+      typename T::value_type e{};
+      if (!json_as(element, e)) return false;
+      out.push_back(std::move(e));
+    }
+  }
+  return true;
+}
+
+/// What T is called in messages.
+template <class T>
+std::string json_type_name() {
+  if constexpr (std::is_same_v<T, bool>) return "true or false";
+  else if constexpr (std::is_same_v<T, int>) return "an integer that fits in 32 bits";
+  else if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T>) return "a non-negative integer";
+  else if constexpr (std::is_integral_v<T>) return "an integer";
+  else if constexpr (std::is_floating_point_v<T>) return "a number";
+  else if constexpr (std::is_same_v<T, std::string>) return "a string";
+  else return "a list, each entry " + json_type_name<typename T::value_type>();
+}
+
+/// Reads key `key` of `object` as T; throws naming the file, the key path and what was expected.
 template <class T>
 T header_value(nlohmann::json const& object, char const* key, std::string const& where, std::string const& file) {
   if (!object.is_object() || !object.contains(key))
     throw Error("model file '" + file + "': header is missing '" + where + key + "'");
-  try {
-    return object.at(key).get<T>();
-  } catch (nlohmann::json::exception const&) {
-    throw Error("model file '" + file + "': header key '" + where + key + "' has the wrong type (" +
-                object.at(key).dump() + ")");
-  }
+  T value{};
+  if (!json_as(object.at(key), value))
+    throw Error("model file '" + file + "': header key '" + where + key + "' has the wrong type (expected " +
+                json_type_name<T>() + ", got " + shown(object.at(key)) + ")");
+  return value;
 }
 
 /// Throws unless header key `key` (value `value`) is one of `allowed`: a file of a model dpk does
@@ -183,6 +245,24 @@ inline DescriptorConfig descriptor_from_json(nlohmann::json const& j, std::strin
   require_implemented(d.activation_function, w + "activation_function", {"tanh"}, file);
   d.precision = header_value<std::string>(j, "precision", w, file);
   if (j.contains("seed")) d.seed = header_value<std::uint64_t>(j, "seed", w, file);
+  // The hyperparameters size the model: the same limits as input.json (io/input.hpp).
+  auto bad = [&](std::string const& key, std::string const& what) {
+    return Error("model file '" + file + "': header key '" + w + key + "' " + what);
+  };
+  long long nnei = 0;
+  for (int s : d.sel) {
+    if (s < 0) throw bad("sel", "has a negative entry (" + std::to_string(s) + ")");
+    nnei += s;
+  }
+  if (nnei > std::numeric_limits<int>::max()) throw bad("sel", "sums to more than 2^31 - 1 neighbours");
+  if (!(d.rcut > 0) || !std::isfinite(d.rcut)) throw bad("rcut", "must be a positive number");
+  if (!(d.rcut_smth >= 0) || !(d.rcut_smth < d.rcut)) throw bad("rcut_smth", "must be >= 0 and smaller than rcut");
+  if (d.neuron.empty()) throw bad("neuron", "must not be empty");
+  for (int n : d.neuron)
+    if (n < 1) throw bad("neuron", "has an entry < 1 (" + std::to_string(n) + ")");
+  if (d.axis_neuron < 1 || d.axis_neuron > d.neuron.back())
+    throw bad("axis_neuron", "must be between 1 and neuron[-1] = " + std::to_string(d.neuron.back()) + ", got " +
+                                 std::to_string(d.axis_neuron));
   return d;
 }
 inline FittingConfig fitting_from_json(nlohmann::json const& j, std::string const& file) {
@@ -195,6 +275,9 @@ inline FittingConfig fitting_from_json(nlohmann::json const& j, std::string cons
   require_implemented(f.activation_function, w + "activation_function", {"tanh"}, file);
   f.precision = header_value<std::string>(j, "precision", w, file);
   if (j.contains("seed")) f.seed = header_value<std::uint64_t>(j, "seed", w, file);
+  for (int n : f.neuron)
+    if (n < 1)
+      throw Error("model file '" + file + "': header key '" + w + "neuron' has an entry < 1 (" + std::to_string(n) + ")");
   return f;
 }
 
@@ -333,17 +416,23 @@ inline ModelFileData parse_model_file(std::string const& bytes, std::string cons
   if (header_length > bytes.size() - 20)
     throw fail("truncated: header of " + std::to_string(header_length) + " bytes, file has " +
                std::to_string(bytes.size()) + " bytes");
+  if (detail::json_nesting_depth(bytes.data() + 20, bytes.data() + 20 + header_length) > detail::max_json_depth)
+    throw fail("header is not valid JSON (nested deeper than " + std::to_string(detail::max_json_depth) +
+               " levels of lists/objects)");
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(bytes.begin() + 20, bytes.begin() + 20 + std::ptrdiff_t(header_length));
   } catch (nlohmann::json::exception const& e) {
     throw fail(std::string("header is not valid JSON (") + e.what() + ")");
   }
-  if (!header.is_object() || header.value("format", "") != "dpk-model")
+  if (!header.is_object() || !header.contains("format") || header["format"] != "dpk-model")
     throw fail("header 'format' is not \"dpk-model\"");
   std::size_t data_start = 20 + std::size_t(header_length);
   while (data_start % 8 != 0) ++data_start;
   auto const data_bytes = detail::model_file::header_value<std::uint64_t>(header, "data_bytes", "", file);
+  if (data_bytes > bytes.size())  // before adding it to offsets, which could wrap around
+    throw fail("truncated: header 'data_bytes' is " + std::to_string(data_bytes) + ", file has " +
+               std::to_string(bytes.size()) + " bytes");
   std::size_t const expected = data_start + data_bytes + 8;
   if (bytes.size() < expected)
     throw fail("truncated: expected " + std::to_string(expected) + " bytes, file has " + std::to_string(bytes.size()));
@@ -413,23 +502,41 @@ inline ModelFileData parse_model_file(std::string const& bytes, std::string cons
   // Tensor table: every tensor inside the parameters, together covering them exactly once.
   auto const& tensors = header.contains("tensors") ? header["tensors"] : nlohmann::json();
   if (!tensors.is_array()) throw fail("header 'tensors' must be an array");
-  std::size_t covered = 0;
+  std::size_t const nparameters = data.parameters.size();
   for (auto const& entry : tensors) {
     ModelTensor t;
     t.name = detail::model_file::header_value<std::string>(entry, "name", "tensors[].", file);
     t.shape = detail::model_file::header_value<std::vector<int>>(entry, "shape", "tensors[].", file);
     t.offset = detail::model_file::header_value<std::size_t>(entry, "offset", "tensors[].", file);
-    for (int s : t.shape)
+    // Size with an overflow check: a shape whose product wraps around must not look small.
+    std::size_t size = 1;
+    for (int s : t.shape) {
       if (s < 0) throw fail("tensor '" + t.name + "' has a negative dimension");
-    if (t.offset > data.parameters.size() || t.size() > data.parameters.size() - t.offset)
-      throw fail("tensor '" + t.name + "' (offset " + std::to_string(t.offset) + ", " + std::to_string(t.size()) +
-                 " values) lies outside the " + std::to_string(data.parameters.size()) + " parameters");
-    covered += t.size();
+      size = size > nparameters || (s != 0 && size > nparameters / std::size_t(s)) ? nparameters + 1
+                                                                                  : size * std::size_t(s);
+    }
+    if (t.offset > nparameters || size > nparameters - t.offset)
+      throw fail("tensor '" + t.name + "' (offset " + std::to_string(t.offset) + ", shape of " +
+                 (size > nparameters ? std::string("more") : std::to_string(size)) + " values) lies outside the " +
+                 std::to_string(nparameters) + " parameters");
     data.tensors.push_back(t);
   }
-  if (covered != data.parameters.size())
+  // The tensors, sorted by offset, must tile [0, nparameters) without gaps or overlaps.
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;  // (offset, size)
+  for (auto const& t : data.tensors)
+    if (t.size() != 0) ranges.emplace_back(t.offset, t.size());
+  std::sort(ranges.begin(), ranges.end());
+  std::size_t covered = 0;
+  for (auto const& [offset, size] : ranges) {
+    if (offset != covered)
+      throw fail("tensor table " + std::string(offset < covered ? "overlaps" : "leaves a gap") + " at parameter " +
+                 std::to_string(std::min(offset, covered)) + " (the tensors must cover the " +
+                 std::to_string(nparameters) + " parameters exactly once)");
+    covered += size;
+  }
+  if (covered != nparameters)
     throw fail("tensor table covers " + std::to_string(covered) + " values but the parameter block has " +
-               std::to_string(data.parameters.size()));
+               std::to_string(nparameters));
 
   if (data.kind == "checkpoint") {
     data.step = detail::model_file::header_value<long>(header, "step", "", file);
