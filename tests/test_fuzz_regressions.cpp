@@ -6,7 +6,7 @@
 
 #include <dpk/io.hpp>
 #include <dpk/io/input.hpp>
-#include <dpk/train/model_file.hpp>
+#include <dpk/io/model_file.hpp>
 
 #include <nlohmann/json.hpp>
 

@@ -21,8 +21,8 @@
 #include <dpk/core/types.hpp>
 #include <dpk/io/system.hpp>
 #include <dpk/model/energy_model.hpp>
-#include <dpk/model/load_model.hpp>
-#include <dpk/train/model_file.hpp>
+#include <dpk/io/load_model.hpp>
+#include <dpk/io/model_file.hpp>
 
 #include <algorithm>
 #include <cstddef>

@@ -5,7 +5,7 @@
 /// (magic, version, header length, padding, end marker) and rewrites the header's
 /// `data_checksum_fnv1a64` string to the data's checksum, so that mutations of the header reach
 /// the checks behind the framing and the checksum.
-#include <dpk/train/model_file.hpp>
+#include <dpk/io/model_file.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -9,7 +9,7 @@
 #include <dpk/interop/deepmd_hdf5.hpp>
 #include <dpk/interop/deepmd_model.hpp>
 #include <dpk/interop/deepmd_yaml.hpp>
-#include <dpk/train/model_file.hpp>
+#include <dpk/io/model_file.hpp>
 
 #include <string>
 

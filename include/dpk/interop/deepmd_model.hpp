@@ -13,7 +13,7 @@
 #include <dpk/interop/deepmd_dict.hpp>
 #include <dpk/model/parameters.hpp>
 #include <dpk/nn/layer.hpp>
-#include <dpk/train/model_file.hpp>
+#include <dpk/io/model_file.hpp>
 
 #include <cmath>
 #include <ctime>

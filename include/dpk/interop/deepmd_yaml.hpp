@@ -10,7 +10,7 @@
 
 #include <dpk/core/error.hpp>
 #include <dpk/interop/deepmd_dict.hpp>
-#include <dpk/train/model_file.hpp>
+#include <dpk/io/model_file.hpp>
 
 #include <yaml-cpp/yaml.h>
 

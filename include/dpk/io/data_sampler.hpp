@@ -15,6 +15,7 @@
 #include <dpk/core/frames.hpp>
 #include <dpk/io/input.hpp>
 #include <dpk/io/system.hpp>
+#include <dpk/model/host_batch.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -26,20 +27,6 @@
 #include <vector>
 
 namespace dpk {
-
-/// A batch of frames of one system on the host, in float64.
-struct HostBatch {
-  int system = -1;                 ///< index of the system in the sampler's list
-  int nframes = 0, natoms = 0;
-  bool periodic = true, has_virial = false;
-  std::vector<int> frames;         ///< frame indices inside the system, in batch order
-  std::vector<int> types;          ///< natoms (the same for every frame)
-  std::vector<double> coord;       ///< nframes x natoms x 3
-  std::vector<double> box;         ///< nframes x 9 (zeros when !periodic)
-  std::vector<double> energy;      ///< nframes
-  std::vector<double> force;       ///< nframes x natoms x 3
-  std::vector<double> virial;      ///< nframes x 9 when has_virial, else empty
-};
 
 /// How a DataSampler walks its systems.
 enum class SamplingMode {

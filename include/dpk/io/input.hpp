@@ -3,7 +3,9 @@
 /// \brief DeePMD-kit's input.json (se_e2_a descriptor + ener fitting/loss) as plain structs.
 
 #include <dpk/core/error.hpp>
+#include <dpk/io/json_depth.hpp>
 #include <dpk/io/system.hpp>
+#include <dpk/model/config.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -20,31 +22,6 @@
 #include <vector>
 
 namespace dpk {
-
-/// model.descriptor (type "se_e2_a", alias "se_a"). Defaults are DeePMD-kit's.
-struct DescriptorConfig {
-  std::string type = "se_e2_a";
-  std::vector<int> sel;                       ///< max neighbours per type (required)
-  double rcut = 6.0;                          ///< cutoff radius (A)
-  double rcut_smth = 0.5;                     ///< start of the smooth switch (A)
-  std::vector<int> neuron = {10, 20, 40};     ///< embedding widths; M1 = neuron.back()
-  int axis_neuron = 4;                        ///< M2
-  bool type_one_side = false;
-  bool resnet_dt = false;
-  std::string activation_function = "tanh";  ///< only tanh is implemented
-  std::string precision = "default";          ///< "float64" | "float32" | "default"
-  std::optional<std::uint64_t> seed;
-  int nnei() const { int n = 0; for (int s : sel) n += s; return n; }
-};
-
-/// model.fitting_net (type "ener").
-struct FittingConfig {
-  std::vector<int> neuron = {120, 120, 120};
-  bool resnet_dt = true;
-  std::string activation_function = "tanh";
-  std::string precision = "default";
-  std::optional<std::uint64_t> seed;
-};
 
 /// learning_rate (type "exp").
 struct LearningRateConfig {
@@ -132,31 +109,6 @@ inline InputConfig parse_input(std::string const& text, std::string const& sourc
 
 // ------------------------------------------------------------------------------ implementation
 namespace detail {
-
-/// Deepest nesting of JSON text that dpk's readers accept. input.json and model headers nest a
-/// few levels; nlohmann_json prints and copies values recursively, so a value nested thousands
-/// of levels deep (a corrupt or hostile file) would overflow the stack in an error message.
-inline constexpr std::size_t max_json_depth = 100;
-
-/// Deepest `[`/`{` nesting of JSON text, counting brackets outside strings (escapes honoured).
-inline std::size_t json_nesting_depth(char const* begin, char const* end) {
-  std::size_t depth = 0, deepest = 0;
-  bool in_string = false;
-  for (char const* p = begin; p != end; ++p) {
-    char const c = *p;
-    if (in_string) {
-      if (c == '\\' && p + 1 != end) ++p;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return deepest;
-}
 
 /// One JSON object of input.json being read: knows its key path (for messages), records which
 /// keys were read, and reports the rest as warnings (DeePMD-kit keys dpk ignores, or unknown keys).

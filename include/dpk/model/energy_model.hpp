@@ -16,8 +16,8 @@
 #include <dpk/descriptor/force_virial.hpp>
 #include <dpk/descriptor/se_a.hpp>
 #include <dpk/descriptor/statistics.hpp>
-#include <dpk/io/data_sampler.hpp>
-#include <dpk/io/input.hpp>
+#include <dpk/model/config.hpp>
+#include <dpk/model/host_batch.hpp>
 #include <dpk/model/parameters.hpp>
 #include <dpk/neighbor/neighbor_list.hpp>
 #include <dpk/neighbor/neighbor_search.hpp>

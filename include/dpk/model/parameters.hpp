@@ -3,7 +3,7 @@
 /// \brief Named tensors of the se_e2_a + energy model inside one flat parameter buffer, and
 /// their seeded initialisation (SPEC.md section 5).
 
-#include <dpk/io/input.hpp>
+#include <dpk/model/config.hpp>
 #include <dpk/nn/layer.hpp>
 
 #include <cmath>

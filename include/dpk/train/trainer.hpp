@@ -34,7 +34,7 @@
 #include <dpk/train/energy_bias.hpp>
 #include <dpk/train/lcurve.hpp>
 #include <dpk/train/learning_rate.hpp>
-#include <dpk/train/model_file.hpp>
+#include <dpk/io/model_file.hpp>
 
 #include <algorithm>
 #include <cmath>

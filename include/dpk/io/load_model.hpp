@@ -4,8 +4,8 @@
 /// (docs/model-format.md): hyperparameters, parameters, statistics and energy bias.
 
 #include <dpk/core/error.hpp>
+#include <dpk/io/model_file.hpp>
 #include <dpk/model/energy_model.hpp>
-#include <dpk/train/model_file.hpp>
 
 #include <memory>
 #include <string>
