@@ -49,6 +49,8 @@ struct Options {
   long every = 100;
   int frame = 0;
   unsigned long seed = 1;
+  double max_deviation = -1;  // eV/atom; < 0: not checked
+  double max_drift = -1;      // eV/atom/ps (absolute value); < 0: not checked
 };
 
 /// The MD state: positions (A), velocities (A/fs), masses (amu), forces (eV/A).
@@ -190,7 +192,19 @@ int run(Options const& o) {
   if (potential.neighbors_dropped() > 0)
     std::printf("# warning: %ld neighbours dropped beyond the model's sel (the energy is not smooth)\n",
                 potential.neighbors_dropped());
-  return 0;
+  // Energy-conservation bounds (for tests and scripts): exit status 3 when one is exceeded.
+  int status = 0;
+  if (o.max_deviation >= 0 && !(max_deviation / s.natoms <= o.max_deviation)) {
+    std::fprintf(stderr, "dpk-md: error: the total energy deviated by %.3e eV/atom from its start, more than --max-deviation %.3e\n",
+                 max_deviation / s.natoms, o.max_deviation);
+    status = 3;
+  }
+  if (o.max_drift >= 0 && !(std::fabs(drift) <= o.max_drift)) {
+    std::fprintf(stderr, "dpk-md: error: the total energy drifts by %.3e eV/atom/ps, more than --max-drift %.3e\n", drift,
+                 o.max_drift);
+    status = 3;
+  }
+  return status;
 }
 
 }  // namespace
@@ -228,6 +242,12 @@ int main(int argc, char** argv) {
   app.add_option("--precision", o.precision, "model: the model's training precision; or float64, float32")
       ->check(CLI::IsMember({"model", "float64", "float32"}))
       ->capture_default_str();
+  app.add_option("--max-deviation", o.max_deviation,
+                 "exit with status 3 when the total energy deviates from its start by more than this (eV/atom)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-drift", o.max_drift,
+                 "exit with status 3 when the total energy drifts by more than this (eV/atom/ps, absolute)")
+      ->check(CLI::NonNegativeNumber);
   try {
     app.parse(argc, argv);
   } catch (CLI::ParseError const& e) {

@@ -303,14 +303,6 @@ class Potential {
   }
 
  private:
-  template <class ViewType, class... Extents>
-  static void resize_exact(ViewType& view, Extents... extents) {
-    std::size_t const want[] = {static_cast<std::size_t>(extents)...};
-    bool same = true;
-    for (std::size_t r = 0; r < sizeof...(Extents); ++r) same = same && view.extent(r) == want[r];
-    if (!same) view = ViewType(Kokkos::view_alloc(Kokkos::WithoutInitializing, view.label()), extents...);
-  }
-
   template <class ViewType>
   static void to_host(ViewType const& view, std::size_t count, std::vector<double>& out) {
     auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);

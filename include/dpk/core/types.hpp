@@ -4,6 +4,9 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <cstddef>
+#include <string>
+
 namespace dpk {
 
 /// Execution space the trainer and examples run on: Kokkos' default (CUDA, else OpenMP, else
@@ -32,18 +35,47 @@ using View4 = Kokkos::View<T****, Kokkos::LayoutRight, MemorySpace>;
 template <class T, class MemorySpace>
 using MatrixView = Kokkos::View<T**, Kokkos::LayoutRight, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
-/// Grows `view` to at least `extents` (never shrinks); contents are not preserved.
+// ---- Workspace sizing: the one family of helpers that (re)allocates dpk's Views. Contents are
+// never preserved; a View is freed before its replacement is allocated, so peak memory stays at
+// one copy; labels are kept.
+
+namespace detail {
+/// Replaces `view` by an uninitialised View of `extents` named `label` (the old one freed first).
+template <class ViewType, class... Extents>
+void reallocate(ViewType& view, std::string const& label, Extents... extents) {
+  view = ViewType();
+  view = ViewType(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), extents...);
+}
+}  // namespace detail
+
+/// Grows `view` to at least `extents` (never shrinks).
 /// Workspaces use this so that a training step allocates only when a larger frame arrives.
 template <class ViewType, class... Extents>
 void ensure_extent(ViewType& view, Extents... extents) {
   std::size_t const want[] = {static_cast<std::size_t>(extents)...};
   bool grow = false;
   for (std::size_t r = 0; r < sizeof...(Extents); ++r) grow = grow || view.extent(r) < want[r];
-  if (grow) {
-    std::string const label = view.label();
-    view = ViewType();  // free first: peak memory stays at one copy
-    view = ViewType(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), extents...);
-  }
+  if (grow) detail::reallocate(view, view.label(), extents...);
+}
+
+/// Makes every dimension but the first exactly `inner` (kernels assume those strides) and grows
+/// the first to at least `rows`.
+template <class ViewType, class... Inner>
+void ensure_rows(ViewType& view, std::size_t rows, Inner... inner) {
+  std::size_t const want[] = {static_cast<std::size_t>(inner)...};
+  bool reshape = false;
+  for (std::size_t r = 0; r < sizeof...(Inner); ++r) reshape = reshape || view.extent(r + 1) != want[r];
+  if (reshape) detail::reallocate(view, view.label(), rows, inner...);
+  else ensure_extent(view, rows, inner...);
+}
+
+/// Makes `view` exactly of `extents`; no allocation when they already match.
+template <class ViewType, class... Extents>
+void resize_exact(ViewType& view, Extents... extents) {
+  std::size_t const want[] = {static_cast<std::size_t>(extents)...};
+  bool same = true;
+  for (std::size_t r = 0; r < sizeof...(Extents); ++r) same = same && view.extent(r) == want[r];
+  if (!same) detail::reallocate(view, view.label(), extents...);
 }
 
 }  // namespace dpk

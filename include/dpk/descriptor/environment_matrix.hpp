@@ -113,8 +113,8 @@ void compute_environment_matrix(
               "), std (" + std::to_string(statistics.std.extent(0)) + ", " +
               std::to_string(statistics.std.extent(1)) + ", " + std::to_string(statistics.std.extent(2)) + ")");
   int const ntypes_stat = int(statistics.avg.extent(0));
-  detail::ensure_rows(out.rows, nloc, nnei, 4);
-  detail::ensure_rows(out.factors, nloc, nnei, 3);
+  ensure_rows(out.rows, nloc, nnei, 4);
+  ensure_rows(out.factors, nloc, nnei, 3);
   ensure_extent(out.centre_type, std::size_t(nloc));
   ensure_extent(out.inv_std, std::size_t(ntypes_stat), std::size_t(nnei), std::size_t(4));
   auto std = statistics.std;
@@ -193,7 +193,7 @@ void environment_derivative(ExecutionSpace const& space,
   require(env.factors.extent(0) >= std::size_t(nloc) && env.factors.extent(1) == std::size_t(nnei),
           "environment_derivative: environment matrix does not match the neighbour list (nloc " +
               std::to_string(nloc) + ", nnei " + std::to_string(nnei) + ")");
-  detail::ensure_rows(deriv, nloc, nnei, 4, 3);
+  ensure_rows(deriv, nloc, nnei, 4, 3);
   auto factors = env.factors;
   auto centre_type = env.centre_type;
   auto inv_std = env.inv_std;

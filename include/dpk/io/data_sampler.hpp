@@ -13,6 +13,7 @@
 
 #include <dpk/core/error.hpp>
 #include <dpk/core/frames.hpp>
+#include <dpk/core/types.hpp>
 #include <dpk/io/input.hpp>
 #include <dpk/io/system.hpp>
 #include <dpk/model/host_batch.hpp>
@@ -364,19 +365,6 @@ inline DataSampler make_sampler(DataConfig const& data, std::vector<std::string>
 }
 
 namespace detail {
-/// Makes `view` exactly of the given extents (keeping its label); no allocation when they match.
-template <class ViewType, class... Extents>
-void resize_exact(ViewType& view, Extents... extents) {
-  std::size_t const want[] = {static_cast<std::size_t>(extents)...};
-  bool same = true;
-  for (std::size_t r = 0; r < sizeof...(Extents); ++r) same = same && view.extent(r) == want[r];
-  if (!same) {
-    std::string const label = view.label();
-    view = ViewType();
-    view = ViewType(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), extents...);
-  }
-}
-
 /// Copies `count` doubles from `source` into `view` (contiguous, LayoutRight), converting to its type.
 template <class ViewType>
 void copy_to_view(double const* source, std::size_t count, ViewType const& view) {
@@ -403,12 +391,12 @@ void upload(HostBatch const& batch, Frames<Scalar, MemorySpace>& frames, Labels<
   frames.natoms = batch.natoms;
   frames.periodic = batch.periodic;
   labels.has_virial = batch.has_virial;
-  detail::resize_exact(frames.coord, nloc, 3);
-  detail::resize_exact(frames.box, nf, 9);
-  detail::resize_exact(frames.types, nloc);
-  detail::resize_exact(labels.energy, nf);
-  detail::resize_exact(labels.force, nloc, 3);
-  detail::resize_exact(labels.virial, nf, 9);
+  resize_exact(frames.coord, nloc, 3);
+  resize_exact(frames.box, nf, 9);
+  resize_exact(frames.types, nloc);
+  resize_exact(labels.energy, nf);
+  resize_exact(labels.force, nloc, 3);
+  resize_exact(labels.virial, nf, 9);
   detail::copy_to_view(batch.coord.data(), nloc * 3, frames.coord);
   detail::copy_to_view(batch.box.data(), nf * 9, frames.box);
   detail::copy_to_view(batch.energy.data(), nf, labels.energy);

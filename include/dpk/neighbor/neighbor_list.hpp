@@ -14,25 +14,6 @@
 
 namespace dpk {
 
-namespace detail {
-/// Reallocates `view` to exactly `inner` in every dimension but the first, and grows the first
-/// to at least `rows` (strides of the inner dimensions must match what kernels assume).
-template <class ViewType, class... Inner>
-void ensure_rows(ViewType& view, std::size_t rows, Inner... inner) {
-  std::size_t const want[] = {static_cast<std::size_t>(inner)...};
-  bool reshape = false;
-  for (std::size_t r = 0; r < sizeof...(Inner); ++r) reshape = reshape || view.extent(r + 1) != want[r];
-  if (reshape) {
-    std::string const label = view.label();
-    view = ViewType();
-    view = ViewType(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), rows, inner...);
-  } else {
-    ensure_extent(view, rows, inner...);
-  }
-}
-
-}  // namespace detail
-
 /// Formatted neighbour list of a batch (SPEC.md section 2).
 ///
 /// Atom a of the batch is atom a % natoms of frame a / natoms. Rows [0, nloc) are valid; the

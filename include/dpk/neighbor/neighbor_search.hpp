@@ -174,18 +174,18 @@ class NeighborSearch {
     out.ntypes = ntypes;
     out.sel = sel_;
     out.sel_offset = sel_offset_;
-    detail::ensure_rows(out.index, nloc, nnei);
-    detail::ensure_rows(out.rij, nloc, nnei, 3);
-    detail::ensure_rows(out.count, nloc, ntypes);
+    ensure_rows(out.index, nloc, nnei);
+    ensure_rows(out.rij, nloc, nnei, 3);
+    ensure_rows(out.count, nloc, ntypes);
     // Candidate rows are scratch of one centre at a time: with fewer threads than centres each
     // thread reuses its own row (cache-resident), else one row per centre.
     auto token = token_;
     bool const per_thread = int(token.size()) < nloc;
     int const scratch_rows = per_thread ? int(token.size()) : nloc;
     // Row layout: the regions of every type, then a region-sized sorting area.
-    detail::ensure_rows(key_, scratch_rows, region_total_ + region_max_);
-    detail::ensure_rows(image_, scratch_rows, region_total_ + region_max_);
-    detail::ensure_rows(bucket_, scratch_rows, 2 * region_max_ + 1);
+    ensure_rows(key_, scratch_rows, region_total_ + region_max_);
+    ensure_rows(image_, scratch_rows, region_total_ + region_max_);
+    ensure_rows(bucket_, scratch_rows, 2 * region_max_ + 1);
 
     auto index = out.index;
     auto rij = out.rij;

@@ -5,6 +5,7 @@
 
 #include <dpk/core/error.hpp>
 #include <dpk/core/for_each.hpp>
+#include <dpk/core/types.hpp>
 #include <dpk/nn/layer.hpp>
 
 #include <algorithm>
@@ -380,9 +381,7 @@ class NetworkFamily {
   }
 
   void grow(View1<Scalar, memory_space>& v, std::size_t n, char const* what) {
-    if (v.extent(0) >= n) return;
-    v = View1<Scalar, memory_space>();
-    v = View1<Scalar, memory_space>(Kokkos::view_alloc(Kokkos::WithoutInitializing, label_ + "::" + what), n);
+    if (v.extent(0) < n) dpk::detail::reallocate(v, label_ + "::" + what, n);
   }
 
   std::vector<LayerShape> shapes_;
