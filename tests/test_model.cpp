@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <dpk/io/npy.hpp>
+#include <dpk/io/system.hpp>
 #include <dpk/model/energy_model.hpp>
 
 #include <atomic>

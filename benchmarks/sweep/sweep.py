@@ -120,7 +120,7 @@ def read_timing(path):
         for line in f:
             if line.startswith("#") or not line.strip():
                 continue
-            step, update, display, save = line.split()
+            step, update, display, save = line.split()[:4]  # then per-region seconds, deep copies
             rows.append((int(step), float(update), float(display), float(save)))
     return rows
 

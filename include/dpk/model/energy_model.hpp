@@ -11,6 +11,7 @@
 
 #include <dpk/core/error.hpp>
 #include <dpk/core/frames.hpp>
+#include <dpk/core/profiling.hpp>
 #include <dpk/core/types.hpp>
 #include <dpk/descriptor/environment_matrix.hpp>
 #include <dpk/descriptor/force_virial.hpp>
@@ -217,9 +218,16 @@ class EnergyModel {
 
   /// Neighbour list and normalised environment matrix of `frames` (kept for the next calls).
   void prepare(ExecutionSpace const& space, Frames<Scalar, memory_space> const& frames) {
-    search_.build(space, frames, nlist_);
-    dropped_ += nlist_.dropped;
-    compute_environment_matrix(space, nlist_, frames.types, stats_, descriptor_.rcut_smth, descriptor_.rcut, env_);
+    {
+      ScopedRegion<ExecutionSpace> region("dpk::neighbors", space);
+      search_.build(space, frames, nlist_);
+      dropped_ += nlist_.dropped;
+    }
+    {
+      ScopedRegion<ExecutionSpace> region("dpk::environment", space);
+      compute_environment_matrix(space, nlist_, frames.types, stats_, descriptor_.rcut_smth, descriptor_.rcut, env_);
+    }
+    ScopedRegion<ExecutionSpace> region("dpk::batch_setup", space);
     set_batch(space, frames.types, frames.nframes, frames.natoms, frames.centres);
   }
 
@@ -413,6 +421,7 @@ class EnergyModel {
 
   /// Embedding rows -> T, D -> fitting -> atomic and frame energies.
   void forward(ExecutionSpace const& space, Prediction<Scalar, memory_space>& out) {
+    ScopedRegion<ExecutionSpace> region("dpk::forward", space);
     int const nloc = in_.nloc, width = m1_ * m2_;
     Matrix s(s_.data(), in_.rows.total_rows, 1);
     gather_embedding_column(space, in_, env_.rows, true, s);
@@ -454,6 +463,7 @@ class EnergyModel {
 
   /// dE/dD -> A -> dE/dG -> dE/ds -> g = dE/dRn -> forces and virials.
   void first_order(ExecutionSpace const& space, Prediction<Scalar, memory_space>& out, bool atom_virial) {
+    ScopedRegion<ExecutionSpace> region("dpk::forces", space);
     int const nloc = in_.nloc, width = m1_ * m2_, rows = in_.rows.total_rows;
     Scalar* params = params_.data();
     for (int t = 0; t < ntypes_; ++t) {
@@ -487,6 +497,7 @@ class EnergyModel {
 
   /// Loss value/metrics of pred_ against `labels`; writes the cotangents cE, cF, cW.
   LossMetrics loss(ExecutionSpace const& space, Labels<Scalar, memory_space> const& labels, LossPrefactors pref) {
+    ScopedRegion<ExecutionSpace> region("dpk::loss", space);
     int const nloc = in_.nloc, nframes = nframes_;
     double const natoms = natoms_;
     bool const use_virial = labels.has_virial;
@@ -542,6 +553,7 @@ class EnergyModel {
 
   /// Gradient of c_E E + S (SPEC.md section 8): adjoint of the products, tangent pass, reverse pass.
   void backward(ExecutionSpace const& space) {
+    ScopedRegion<ExecutionSpace> region("dpk::backward", space);
     int const nloc = in_.nloc, width = m1_ * m2_, rows = in_.rows.total_rows;
     Scalar* params = params_.data();
     Scalar* grads = grad_.data();

@@ -23,10 +23,12 @@
 
 #include <dpk/core/error.hpp>
 #include <dpk/core/frames.hpp>
+#include <dpk/core/profiling.hpp>
 #include <dpk/core/types.hpp>
 #include <dpk/descriptor/statistics.hpp>
 #include <dpk/io/data_sampler.hpp>
 #include <dpk/io/input.hpp>
+#include <dpk/io/model_file.hpp>
 #include <dpk/io/system.hpp>
 #include <dpk/model/energy_model.hpp>
 #include <dpk/parallel/communicator.hpp>
@@ -34,7 +36,6 @@
 #include <dpk/train/energy_bias.hpp>
 #include <dpk/train/lcurve.hpp>
 #include <dpk/train/learning_rate.hpp>
-#include <dpk/io/model_file.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -51,6 +52,14 @@
 
 namespace dpk {
 
+/// The profiling regions of one update, in the order of the --timing-file columns (each column
+/// is the region's name without "dpk::", plus "_s"). The model's stages are nested in none of
+/// the trainer's, so their sum is at most update_s.
+inline constexpr char const* timing_regions[] = {"dpk::sample",   "dpk::neighbors", "dpk::environment",
+                                                 "dpk::batch_setup", "dpk::forward", "dpk::forces",
+                                                 "dpk::loss",     "dpk::backward",  "dpk::allreduce",
+                                                 "dpk::optimizer"};
+
 /// Run options that are not part of input.json (command-line flags of `dpk-train train`).
 struct TrainerOptions {
   std::string output_dir = ".";    ///< where lcurve.out, checkpoints and the model go
@@ -62,7 +71,9 @@ struct TrainerOptions {
   int keep_checkpoints = 2;        ///< checkpoint files kept (newest first)
   /// When set, rank 0 writes one line per step to this file: `step update_s display_s save_s`
   /// (wall seconds of the update, of the lcurve/validation line and of the checkpoint; the
-  /// execution space is fenced before each reading). Empty: no timing, no extra fences.
+  /// execution space is fenced before each reading), then the seconds of each region in
+  /// `timing_regions` (fenced at its end) and the number of Kokkos deep copies of the step.
+  /// Empty: no timing, no extra fences.
   std::string timing_file;
   std::ostream* log = &std::cout;  ///< progress and summary (rank 0 only); nullptr = silent
 };
@@ -187,24 +198,38 @@ class Trainer {
     long last_saved = step_ > 0 ? step_ : -1;
     bool const timed = !options_.timing_file.empty();
     std::ofstream timing;
+    std::optional<RegionTimes> regions;  // per-stage seconds for the timing file
+    if (timed) regions.emplace();
     if (timed && comm_.is_root()) {
       timing.open(options_.timing_file, std::ios::trunc);
       require(bool(timing), "--timing-file: cannot write '" + options_.timing_file + "'");
-      timing << "# step update_s display_s save_s\n";
+      timing << "# step update_s display_s save_s";
+      for (char const* name : timing_regions) timing << " " << (name + 5) << "_s";  // without "dpk::"
+      timing << " deep_copies\n";
     }
     for (; step_ < last;) {
       Kokkos::Timer step_timer;
+      if (regions) regions->take();
       double const lr = schedule_.value(step_);
       LossPrefactors const pref = prefactors_at(step_);
-      sampler_->next(host_batch_);
-      upload(host_batch_, frames_, labels_);
+      {
+        ScopedRegion<ExecutionSpace> region("dpk::sample", space_);
+        sampler_->next(host_batch_);
+        upload(host_batch_, frames_, labels_);
+      }
       LossMetrics const metrics = model_->loss_and_gradient(space_, frames_, labels_, pref);
-      double const total_loss = comm_.allreduce_sum(metrics.loss);
-      if (!std::isfinite(total_loss)) nan_stop(metrics.loss);
       auto gradient = model_->gradient();
-      comm_.allreduce_sum(gradient);
-      if (comm_.size() > 1) scale(gradient, Scalar(1.0 / comm_.size()));
-      adam_->step(space_, model_->parameters(), gradient, lr * worker_factor_);
+      {
+        ScopedRegion<ExecutionSpace> region("dpk::allreduce", space_);
+        double const total_loss = comm_.allreduce_sum(metrics.loss);
+        if (!std::isfinite(total_loss)) nan_stop(metrics.loss);
+        comm_.allreduce_sum(gradient);
+        if (comm_.size() > 1) scale(gradient, Scalar(1.0 / comm_.size()));
+      }
+      {
+        ScopedRegion<ExecutionSpace> region("dpk::optimizer", space_);
+        adam_->step(space_, model_->parameters(), gradient, lr * worker_factor_);
+      }
       if (timed) space_.fence();
       double const update_seconds = step_timer.seconds();
       ++step_;
@@ -219,9 +244,14 @@ class Trainer {
       if (timing.is_open()) {
         double const save_seconds = step_timer.seconds();
         char line[128];
-        std::snprintf(line, sizeof(line), "%ld %.6f %.6f %.6f\n", step_, update_seconds,
+        std::snprintf(line, sizeof(line), "%ld %.6f %.6f %.6f", step_, update_seconds,
                       display_seconds - update_seconds, save_seconds - display_seconds);
         timing << line;
+        for (char const* name : timing_regions) {
+          std::snprintf(line, sizeof(line), " %.6f", regions->seconds(name));
+          timing << line;
+        }
+        timing << " " << regions->deep_copies() << "\n";
       }
       if (step_ % disp_freq == 0 || step_ == last) {
         double const now = timer.seconds();
