@@ -35,7 +35,8 @@
 #     pair_style deepmd, LAMMPS + pair_style dpk and dpk-md on 192 and 12288 atoms, 1 and 2
 #     threads (DeePMD-kit: OMP_NUM_THREADS = DP_/TF_INTRA_OP_PARALLELISM_THREADS = threads,
 #     DP_/TF_INTER_OP_PARALLELISM_THREADS = 1), REPEATS interleaved repeats (program order
-#     rotated each repeat), median and per-repeat ratios.
+#     rotated each repeat), median and per-repeat ratios; with /usr/bin/time, each run's CPU use
+#     (% of one core over the whole run, setup included) shows contention from other processes.
 #  4. ASE: deepmd.calculator.DP on model.pb against `dpk-train test -d` (17 digits) on the first
 #     4 frames of data_3 and a triclinic copy: energies, forces, virials.
 set -euo pipefail
@@ -248,7 +249,11 @@ EOF
   progs="deepmd dpk-lmp"; [ -x "$DPK_MD" ] && progs="$progs dpk-md" || say "no $DPK_MD: dpk-md rows skipped"
   say "speed: $REPEATS interleaved repeats, $STEPS_SMALL steps (192 atoms) and $STEPS_LARGE steps (12288 atoms); load average $(cut -d' ' -f1-3 /proc/loadavg)"
   : > speed.txt
+  timed() {  # file command...: runs the command, writes its CPU use (% of one core) to the file
+    if [ -x /usr/bin/time ]; then /usr/bin/time -f %P -o "$@"; else rm -f "$1"; shift; "$@"; fi
+  }
   for rep in $(seq 1 "$REPEATS"); do
+    say "  repeat $rep, load average $(cut -d' ' -f1-3 /proc/loadavg)"
     order=$progs
     for _ in $(seq 2 "$rep"); do order="${order#* } ${order%% *}"; done   # rotate
     for atoms in 192 12288; do
@@ -261,14 +266,15 @@ EOF
             deepmd|dpk-lmp)
               pair=pair_dpk.in; exe=$DPK_LMP
               [ "$prog" = deepmd ] && { pair=pair_deepmd.in; exe=$VENV/bin/lmp; }
-              env $(threads_env "$th") "$exe" -in in.bench -var pair "$pair" -var replicate $rep_n -var steps "$steps" \
+              timed "$log.cpu" env $(threads_env "$th") "$exe" -in in.bench -var pair "$pair" -var replicate $rep_n -var steps "$steps" \
                 -log "$log" -screen none > /dev/null 2>&1 || { echo "$prog failed: $WORK/$log"; exit 1; }
               ms=$(awk -v n="$steps" '/^Loop time of/ {printf "%.3f", 1000 * $4 / n}' "$log") ;;
             dpk-md)
-              env $(threads_env "$th") "$DPK_MD" -m model.dpk -s "$sys" -n "$steps" --every "$steps" > "$log"
+              timed "$log.cpu" env $(threads_env "$th") "$DPK_MD" -m model.dpk -s "$sys" -n "$steps" --every "$steps" > "$log"
               ms=$(sed -n 's/^# [0-9]* steps .* in .* s (\([0-9.]*\) ms\/step)$/\1/p' "$log") ;;
           esac
-          echo "$prog $atoms $th $rep $ms" >> speed.txt
+          cpu=-; [ -s "$log.cpu" ] && cpu=$(tr -d '%' < "$log.cpu")
+          echo "$prog $atoms $th $rep $ms $cpu" >> speed.txt
         done
       done
     done
@@ -277,16 +283,18 @@ EOF
   "$PY" - <<'EOF'
 import collections, statistics
 runs = collections.defaultdict(dict)
+cpus = collections.defaultdict(list)
 for line in open("speed.txt"):
-    prog, atoms, th, rep, ms = line.split()
+    prog, atoms, th, rep, ms, cpu = line.split()
     runs[(int(atoms), int(th))].setdefault(prog, {})[int(rep)] = float(ms)
-print(f"  {'program':16s} {'atoms':>6s} {'threads':>7s} {'median ms/step':>14s} {'ns/day':>8s}   repeats (ms/step)")
+    cpus[(int(atoms), int(th), prog)].append(cpu)
+print(f"  {'program':16s} {'atoms':>6s} {'threads':>7s} {'median ms/step':>14s} {'ns/day':>8s}   repeats (ms/step)  [CPU use %]")
 names = {"deepmd": "LAMMPS+deepmd", "dpk-lmp": "LAMMPS+dpk", "dpk-md": "dpk-md"}
 for key in sorted(runs):
     for prog, reps in runs[key].items():
         med = statistics.median(reps.values())
         print(f"  {names[prog]:16s} {key[0]:6d} {key[1]:7d} {med:14.2f} {43.2 / med:8.3f}   "
-              + " ".join(f"{reps[r]:.2f}" for r in sorted(reps)))
+              + " ".join(f"{reps[r]:.2f}" for r in sorted(reps)) + "  [" + " ".join(cpus[key + (prog,)]) + "]")
 print("  ratios of paired runs (same repeat), median [min, max]:")
 for key in sorted(runs):
     r = runs[key]
