@@ -16,9 +16,12 @@
 #include <Kokkos_MathematicalFunctions.hpp>
 #endif
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <deque>
 #include <string>
+#include <type_traits>
 
 #if defined(KOKKOSKERNELS_ENABLE_TPL_BLAS)
 #include <KokkosBlas_Host_tpl.hpp>
@@ -98,11 +101,28 @@ void gemm_kk(ExecutionSpace const& space, const char* trans_a, const char* trans
 #endif
 }
 
-/// The same product from inside a host parallel region (one thread's block): no fences, the
-/// default-instance overload every Kokkos Kernels version has.
+/// The same product from inside a host parallel region (one thread's block), with no fence and
+/// no Kokkos Tools region: with a host BLAS, rows of unit stride go straight to it (Kokkos
+/// Kernels' gemm opens a profiling region, and from Kokkos 4 a region fences every execution
+/// space when a tool is loaded, which inside a parallel region waits forever); otherwise the
+/// default-instance Kokkos Kernels overload every version has.
 template <class AView, class BView, class CView>
 void gemm_in_thread(const char* trans_a, const char* trans_b, typename AView::const_value_type alpha, AView const& a,
                     BView const& b, typename CView::const_value_type beta, CView const& c) {
+#if defined(DPK_HAS_HOST_BLAS)
+  using Scalar = typename CView::non_const_value_type;
+  if constexpr (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>) {
+    if (a.stride(1) == 1 && b.stride(1) == 1 && c.stride(1) == 1) {
+      bool const ta = trans_a[0] != 'N' && trans_a[0] != 'n', tb = trans_b[0] != 'N' && trans_b[0] != 'n';
+      int const m = int(c.extent(0)), n = int(c.extent(1)), k = int(ta ? a.extent(0) : a.extent(1));
+      auto ld = [](auto const& v) { return int(std::max<std::size_t>({std::size_t(1), std::size_t(v.stride(0)), v.extent(1)})); };
+      // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T (same flags, operands swapped).
+      KokkosBlas::Impl::HostBlas<Scalar>::gemm(tb ? 'T' : 'N', ta ? 'T' : 'N', n, m, k, alpha, b.data(), ld(b), a.data(),
+                                               ld(a), beta, c.data(), ld(c));
+      return;
+    }
+  }
+#endif
   KokkosBlas::gemm(trans_a, trans_b, alpha, a, b, beta, c);
 }
 

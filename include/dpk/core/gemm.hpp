@@ -8,8 +8,8 @@
 /// (the setting that avoids oversubscription, docs/tuning.md) a plain call would use one core;
 /// on host spaces these functions split the rows over the Kokkos threads instead, each thread
 /// making one single-threaded BLAS call on its block. Device spaces make one call (cuBLAS).
-/// (Kokkos Kernels opens a profiling region per call, so region-tracking Kokkos Tools see the
-/// per-block regions from several threads at once.)
+/// The per-thread calls bypass Kokkos Kernels when a host BLAS is there (no profiling region,
+/// no fence inside the parallel region; see gemm_in_thread in compat.hpp).
 
 #include <dpk/core/compat.hpp>
 #include <dpk/core/for_each.hpp>
