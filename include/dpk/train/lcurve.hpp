@@ -14,9 +14,13 @@
 
 #include <dpk/core/error.hpp>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 namespace dpk {
@@ -97,5 +101,59 @@ class LearningCurveWriter {
   bool has_virial_;
   std::ofstream file_;
 };
+
+/// Restarts: keeps the lines of `path` up to and including `last_step` (and every comment line)
+/// and drops the rest: lines of steps after the checkpoint the run restarts from, written
+/// before the previous run was interrupted, and an incomplete last line (no newline). The run
+/// writes those steps again, so lcurve.out ends up as an uninterrupted run's. The file is
+/// rewritten through a temporary file and a rename (an interruption leaves the old or the new
+/// file). Returns the number of lines dropped; a missing file drops nothing.
+inline long truncate_learning_curve(std::string const& path, long last_step) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return 0;
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string const text = buffer.str();
+  std::string kept;
+  long dropped = 0;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t const end = text.find('\n', start);
+    if (end == std::string::npos) {  // an incomplete last line
+      ++dropped;
+      break;
+    }
+    std::string const line = text.substr(start, end - start + 1);
+    start = end + 1;
+    char const* p = line.c_str();
+    while (*p == ' ') ++p;
+    bool keep = true;
+    if (*p != '#' && *p != '\n') {
+      char* after = nullptr;
+      errno = 0;
+      long const step = std::strtol(p, &after, 10);
+      keep = after != p && errno == 0 && step <= last_step;
+    }
+    if (keep) kept += line;
+    else ++dropped;
+  }
+  if (dropped == 0) return 0;
+  std::string const temp = path + ".tmp";
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    out << kept;
+    out.flush();
+    if (!out.good()) {
+      std::remove(temp.c_str());
+      throw Error("lcurve: cannot write '" + temp + "' (" + std::strerror(errno) + ")");
+    }
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    std::string const reason = std::strerror(errno);
+    std::remove(temp.c_str());
+    throw Error("lcurve: cannot rename '" + temp + "' to '" + path + "' (" + reason + ")");
+  }
+  return dropped;
+}
 
 }  // namespace dpk

@@ -47,6 +47,7 @@
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace dpk {
@@ -173,6 +174,16 @@ class Trainer {
     bool const has_validation = bool(validation_sampler_);
     bool const has_virial = config_.loss.start_pref_v != 0 || config_.loss.limit_pref_v != 0;
     std::optional<LearningCurveWriter> curve;
+    if (comm_.is_root()) {
+      remove_stale_temporaries();
+      if (step_ > 0) {
+        long const dropped = truncate_learning_curve(path(config_.training.disp_file), step_);
+        if (dropped > 0 && log())
+          *log() << "dpk-train: " << path(config_.training.disp_file) << ": dropped " << dropped
+                 << " line(s) after step " << step_ << " (written after the checkpoint, before the previous run "
+                 << "stopped; those steps run again)\n";
+      }
+    }
     if (comm_.is_root())
       curve.emplace(path(config_.training.disp_file), has_validation, has_virial, /*append=*/step_ > 0);
     banner(last);
@@ -300,6 +311,84 @@ class Trainer {
   }
   static LearningCurveWriter* curve_ptr(std::optional<LearningCurveWriter>& c) { return c ? &*c : nullptr; }
 
+  /// Checkpoint files `<save_ckpt>-N` in the checkpoint folder, as (N, path) sorted by N.
+  std::vector<std::pair<long, std::string>> checkpoint_files() const {
+    namespace fs = std::filesystem;
+    fs::path const stem(path(config_.training.save_ckpt));
+    fs::path const folder = stem.has_parent_path() ? stem.parent_path() : fs::path(".");
+    std::string const prefix = stem.filename().string() + "-";
+    std::vector<std::pair<long, std::string>> files;
+    std::error_code ec;
+    for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+      std::string const name = it->path().filename().string();
+      if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+      std::string const digits = name.substr(prefix.size());
+      if (digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+      files.emplace_back(std::stol(digits), (folder / name).string());
+    }
+    std::sort(files.begin(), files.end());
+    return files;
+  }
+
+  /// Restart from `file`: when it is one of this run's checkpoint files, the older ones of
+  /// the folder count as saved by this run, so that keep_checkpoints prunes them as an
+  /// uninterrupted run would have (checkpoints of later steps are left alone; they are
+  /// rewritten when the run gets there).
+  void adopt_checkpoints(std::string const& file) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    saved_.clear();
+    bool ours = false;
+    for (auto const& [n, name] : checkpoint_files())
+      if (fs::equivalent(name, file, ec)) ours = true;
+    if (!ours) return;
+    for (auto const& [n, name] : checkpoint_files()) {
+      if (n > step_) continue;
+      if (fs::equivalent(name, file, ec)) last_checkpoint_ = name;  // the spelling save_checkpoint uses
+      saved_.push_back(name);
+    }
+    // save_checkpoint adds a file only when it differs from last_checkpoint_.
+    saved_.erase(std::remove(saved_.begin(), saved_.end(), last_checkpoint_), saved_.end());
+    saved_.push_back(last_checkpoint_);
+  }
+
+  /// Removes temporary files an interrupted write of this run's files left behind (the
+  /// checkpoint/model files' `<name>.tmp.<pid>`, `checkpoint.tmp`, `<disp_file>.tmp`); the
+  /// files under their final names are complete (written under a temporary name and renamed).
+  void remove_stale_temporaries() const {
+    namespace fs = std::filesystem;
+    auto is_pid_suffix = [](std::string const& name, std::string const& base) {
+      std::string const head = base + ".tmp.";
+      if (name.size() <= head.size() || name.compare(0, head.size(), head) != 0) return false;
+      return name.find_first_not_of("0123456789", head.size()) == std::string::npos;
+    };
+    fs::path const stem(path(config_.training.save_ckpt));
+    fs::path const ckpt_folder = stem.has_parent_path() ? stem.parent_path() : fs::path(".");
+    std::string const prefix = stem.filename().string() + "-";
+    std::vector<fs::path> stale;
+    std::error_code ec;
+    for (fs::directory_iterator it(ckpt_folder, ec), end; !ec && it != end; it.increment(ec)) {
+      std::string const name = it->path().filename().string();
+      if (name.compare(0, prefix.size(), prefix) != 0) continue;
+      std::size_t const dot = name.find(".tmp.");
+      if (dot == std::string::npos) continue;
+      std::string const digits = name.substr(prefix.size(), dot - prefix.size());
+      if (!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos &&
+          is_pid_suffix(name, name.substr(0, dot)))
+        stale.push_back(it->path());
+    }
+    fs::path const out(options_.output_dir);
+    for (fs::directory_iterator it(out, ec), end; !ec && it != end; it.increment(ec)) {
+      std::string const name = it->path().filename().string();
+      if (name == "checkpoint.tmp" || name == fs::path(config_.training.disp_file).filename().string() + ".tmp" ||
+          is_pid_suffix(name, fs::path(options_.model_out).filename().string()))
+        stale.push_back(it->path());
+    }
+    for (auto const& f : stale)
+      if (fs::remove(f, ec) && log())
+        *log() << "dpk-train: removed " << f.string() << " (left by an interrupted write)\n";
+  }
+
   /// Frame energies and type counts of every training frame (for the bias fit).
   void compute_energy_bias_table(std::vector<System> const& systems) {
     bias_counts_.clear();
@@ -336,6 +425,7 @@ class Trainer {
       if (validation_sampler_ && d.training.contains("validation_sampler_state"))
         validation_sampler_->set_rng_state(d.training["validation_sampler_state"].get<std::string>());
       last_checkpoint_ = file;
+      if (comm_.is_root()) adopt_checkpoints(file);
       if (log()) *log() << "dpk-train: restarting from " << file << " at step " << step_ << "\n";
       return;
     }
