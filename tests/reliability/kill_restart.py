@@ -128,6 +128,7 @@ def main():
     parser.add_argument("--seed", type=int, default=18)
     parser.add_argument("--steps", type=int, default=180)
     args = parser.parse_args()
+    args.water_data = os.path.abspath(args.water_data)
     t0 = time.monotonic()
     shutil.rmtree(args.work_dir, ignore_errors=True)
     os.makedirs(args.work_dir)

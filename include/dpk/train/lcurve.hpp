@@ -13,6 +13,7 @@
 /// when the virial is trained. rmse (the first pair) is sqrt(loss) as DeePMD-kit prints it.
 
 #include <dpk/core/error.hpp>
+#include <dpk/io/atomic_file.hpp>
 
 #include <cerrno>
 #include <cmath>
@@ -40,11 +41,13 @@ class LearningCurveWriter {
   LearningCurveWriter(std::string const& path, bool has_validation, bool has_virial, bool append = false)
       : path_(path), has_validation_(has_validation), has_virial_(has_virial) {
     bool const write_header = !append || !std::ifstream(path).good();
+    errno = 0;
     file_.open(path, append ? std::ios::app : std::ios::trunc);
-    require(file_.good(), "lcurve: cannot open '" + path + "' for writing");
+    if (!file_.good()) throw Error("lcurve: cannot open '" + path + "' for writing" + reason());
     if (write_header) {
       file_ << header(has_validation, has_virial) << '\n';
       file_.flush();
+      if (!file_.good()) throw Error("lcurve: write to '" + path + "' failed" + reason());
     }
   }
 
@@ -84,11 +87,15 @@ class LearningCurveWriter {
   /// Appends the line for `step` and flushes.
   void write(long step, CurveMetrics const& validation, CurveMetrics const& training, double lr) {
     file_ << line(step, validation, training, lr, has_validation_, has_virial_) << '\n';
+    errno = 0;
     file_.flush();
-    require(file_.good(), "lcurve: write to '" + path_ + "' failed");
+    if (!file_.good()) throw Error("lcurve: write to '" + path_ + "' failed" + reason());
   }
 
  private:
+  /// " (<strerror(errno)>)" when the failed stream operation left an OS error in errno.
+  static std::string reason() { return errno != 0 ? std::string(" (") + std::strerror(errno) + ")" : std::string(); }
+
   template <class... Args>
   static std::string format(char const* fmt, Args... args) {
     char buffer[128];
@@ -106,8 +113,7 @@ class LearningCurveWriter {
 /// and drops the rest: lines of steps after the checkpoint the run restarts from, written
 /// before the previous run was interrupted, and an incomplete last line (no newline). The run
 /// writes those steps again, so lcurve.out ends up as an uninterrupted run's. The file is
-/// rewritten through a temporary file and a rename (an interruption leaves the old or the new
-/// file). Returns the number of lines dropped; a missing file drops nothing.
+/// rewritten with write_file_atomically (an interruption leaves the old or the new file). Returns the number of lines dropped; a missing file drops nothing.
 inline long truncate_learning_curve(std::string const& path, long last_step) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return 0;
@@ -138,21 +144,7 @@ inline long truncate_learning_curve(std::string const& path, long last_step) {
     else ++dropped;
   }
   if (dropped == 0) return 0;
-  std::string const temp = path + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    out << kept;
-    out.flush();
-    if (!out.good()) {
-      std::remove(temp.c_str());
-      throw Error("lcurve: cannot write '" + temp + "' (" + std::strerror(errno) + ")");
-    }
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    std::string const reason = std::strerror(errno);
-    std::remove(temp.c_str());
-    throw Error("lcurve: cannot rename '" + temp + "' to '" + path + "' (" + reason + ")");
-  }
+  write_file_atomically(path, kept, "lcurve");
   return dropped;
 }
 

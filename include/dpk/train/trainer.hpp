@@ -164,7 +164,13 @@ class Trainer {
   TrainingSummary run() {
     Kokkos::Timer wall;
     namespace fs = std::filesystem;
-    if (comm_.is_root()) fs::create_directories(options_.output_dir);
+    if (comm_.is_root()) {
+      std::error_code ec;
+      fs::create_directories(options_.output_dir, ec);
+      if (ec || !fs::is_directory(options_.output_dir))
+        throw Error("--output '" + options_.output_dir + "': cannot create the output folder (" +
+                    (ec ? ec.message() : std::string("exists and is not a folder")) + ")");
+    }
     comm_.barrier();
     setup();
     long const numb_steps = config_.training.numb_steps;
@@ -353,7 +359,7 @@ class Trainer {
   }
 
   /// Removes temporary files an interrupted write of this run's files left behind (the
-  /// checkpoint/model files' `<name>.tmp.<pid>`, `checkpoint.tmp`, `<disp_file>.tmp`); the
+  /// checkpoint/model files', the pointer's and lcurve.out's `<name>.tmp.<pid>`); the
   /// files under their final names are complete (written under a temporary name and renamed).
   void remove_stale_temporaries() const {
     namespace fs = std::filesystem;
@@ -380,7 +386,7 @@ class Trainer {
     fs::path const out(options_.output_dir);
     for (fs::directory_iterator it(out, ec), end; !ec && it != end; it.increment(ec)) {
       std::string const name = it->path().filename().string();
-      if (name == "checkpoint.tmp" || name == fs::path(config_.training.disp_file).filename().string() + ".tmp" ||
+      if (is_pid_suffix(name, "checkpoint") || is_pid_suffix(name, fs::path(config_.training.disp_file).filename().string()) ||
           is_pid_suffix(name, fs::path(options_.model_out).filename().string()))
         stale.push_back(it->path());
     }
@@ -586,14 +592,8 @@ class Trainer {
       std::string const name = config_.training.save_ckpt + "-" + std::to_string(done);
       std::string const file = path(name);
       write_model_file(file, d);
-      std::string const pointer = path("checkpoint");
-      {
-        std::ofstream out(pointer + ".tmp");
-        out << name << "\n";
-        out.flush();
-        require(out.good(), "checkpoint: cannot write '" + pointer + ".tmp'");
-      }
-      std::filesystem::rename(pointer + ".tmp", pointer);
+      // The pointer goes into place after its checkpoint: it always names a complete file.
+      write_file_atomically(path("checkpoint"), name + "\n", "checkpoint pointer");
       if (file != last_checkpoint_) saved_.push_back(file);
       while (int(saved_.size()) > std::max(1, options_.keep_checkpoints)) {
         std::remove(saved_.front().c_str());
