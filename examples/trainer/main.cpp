@@ -379,7 +379,13 @@ int main(int argc, char** argv) {
                                              : test_as<double>(file, model_path, system_path, max_frames, detail);
       }
     } catch (std::exception const& e) {
-      std::cerr << "dpk-train: error: " << e.what() << std::endl;
+      // Under MPI the rank that failed says so, then takes every rank down (MPI_Abort): the
+      // others may be waiting in a collective for it and would hang otherwise.
+      if (comm.size() > 1)
+        std::cerr << "dpk-train: error on rank " << comm.rank() << " of " << comm.size() << ": " << e.what()
+                  << "\ndpk-train: rank " << comm.rank() << " stops every rank (MPI_Abort)" << std::endl;
+      else
+        std::cerr << "dpk-train: error: " << e.what() << std::endl;
       if (comm.size() > 1) comm.abort(1);
       status = 1;
     }

@@ -1,14 +1,16 @@
-// LD_PRELOAD shim for the write-failure tests (tests/reliability/write_faults.py): makes the
-// C library's write/writev, fsync/fdatasync or rename fail for one file, as a full disk, a
-// failing device or a refused rename would. Everything else passes through unchanged.
+// LD_PRELOAD shim for the fault tests (tests/reliability/write_faults.py, mpi_faults.py): makes
+// the C library's write/writev, fsync/fdatasync, rename or read fail for one file, as a full
+// disk, a failing device or a refused rename would, optionally on one MPI rank only.
+// Everything else passes through unchanged.
 //
 //   DPK_FAULT_PATH   the file: matched in the path of the file descriptor (write, fsync) or in
 //                    the rename target, where it must be followed by the end of the path or a
 //                    '.' ("model.ckpt-6" matches model.ckpt-6.tmp.123, not model.ckpt-60)
-//   DPK_FAULT_OP     write (default) | fsync | rename
+//   DPK_FAULT_OP     write (default) | fsync | rename | read
 //   DPK_FAULT_BYTES  write: bytes the matching files may take in all before writes fail (a
 //                    write crossing the limit is cut short, the next one fails); default 0
 //   DPK_FAULT_ERRNO  ENOSPC (default) | EIO | EDQUOT | EFBIG | EACCES
+//   DPK_FAULT_RANK   only in the process whose OMPI_COMM_WORLD_RANK (or PMI_RANK) is this
 #include <dlfcn.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -22,7 +24,7 @@
 
 namespace {
 
-enum class Op { write, fsync, rename };
+enum class Op { write, fsync, rename, read };
 
 struct Config {
   char const* pattern = nullptr;
@@ -36,9 +38,15 @@ Config const& config() {
     Config r;
     r.pattern = std::getenv("DPK_FAULT_PATH");
     if (r.pattern && !*r.pattern) r.pattern = nullptr;
+    if (char const* only = std::getenv("DPK_FAULT_RANK")) {
+      char const* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+      if (!rank) rank = std::getenv("PMI_RANK");
+      if (!rank || std::strcmp(rank, only) != 0) r.pattern = nullptr;  // not this rank: no faults
+    }
     if (char const* op = std::getenv("DPK_FAULT_OP")) {
       if (std::strcmp(op, "fsync") == 0) r.op = Op::fsync;
       else if (std::strcmp(op, "rename") == 0) r.op = Op::rename;
+      else if (std::strcmp(op, "read") == 0) r.op = Op::read;
     }
     if (char const* bytes = std::getenv("DPK_FAULT_BYTES")) r.budget = std::atol(bytes);
     if (char const* e = std::getenv("DPK_FAULT_ERRNO")) {
@@ -138,4 +146,13 @@ extern "C" int rename(char const* from, char const* to) {
     return -1;
   }
   return next(from, to);
+}
+
+extern "C" ssize_t read(int fd, void* buffer, size_t count) {
+  static auto const next = real<ssize_t (*)(int, void*, size_t)>("read");
+  if (config().op == Op::read && fd_matches(fd)) {
+    errno = config().error;
+    return -1;
+  }
+  return next(fd, buffer, count);
 }
