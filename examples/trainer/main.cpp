@@ -180,7 +180,12 @@ int test_as(dpk::ModelFileData const& file, std::string const& model_path, std::
   for (int f = 0; f < nframes; ++f) {
     dpk::HostBatch batch = sampler.batch(0, f, 1);
     dpk::upload(batch, frames, labels);
-    model.predict(Space(), frames, prediction, true, false);
+    try {
+      model.predict(Space(), frames, prediction, true, false);
+    } catch (dpk::CoincidentAtomsError const& e) {
+      throw dpk::Error("system '" + system_path + "' frame " + std::to_string(f) + ": " +
+                       dpk::CoincidentAtomsError::pair_text(e.atom_i, e.atom_j, e.distance, e.limit));
+    }
     auto e = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), prediction.energy);
     auto force_pred = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), prediction.force);
     auto w = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), prediction.virial);

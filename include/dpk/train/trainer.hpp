@@ -29,6 +29,7 @@
 #include <dpk/io/input.hpp>
 #include <dpk/io/system.hpp>
 #include <dpk/model/energy_model.hpp>
+#include <dpk/neighbor/neighbor_search.hpp>
 #include <dpk/parallel/communicator.hpp>
 #include <dpk/train/adam.hpp>
 #include <dpk/train/energy_bias.hpp>
@@ -215,7 +216,8 @@ class Trainer {
       LossPrefactors const pref = prefactors_at(step_);
       sampler_->next(host_batch_);
       upload(host_batch_, frames_, labels_);
-      LossMetrics const metrics = model_->loss_and_gradient(space_, frames_, labels_, pref);
+      LossMetrics const metrics =
+          on_batch(host_batch_, *sampler_, [&] { return model_->loss_and_gradient(space_, frames_, labels_, pref); });
       double const total_loss = comm_.allreduce_sum(metrics.loss);
       if (!std::isfinite(total_loss)) nan_stop(metrics.loss);
       auto gradient = model_->gradient();
@@ -518,12 +520,78 @@ class Trainer {
       for (int b = 0; b < options_.data_stat_nbatch; ++b) {
         stat_sampler.next_of(int(s), batch);
         upload(batch, frames, labels);
-        model_->prepare(space_, frames);
+        on_batch(batch, stat_sampler, [&] { model_->prepare(space_, frames); });
         accumulator.add(space_, model_->environment(), frames.types, frames.nloc());
       }
     std::vector<double> avg, std_dev;
     accumulator.finalize(avg, std_dev);
     model_->set_statistics(avg, std_dev);
+    long const dropped = model_->neighbors_dropped();
+    if (dropped > 0) {
+      std::vector<int> const need = needed_sel();
+      auto list = [](std::vector<int> const& v) {
+        std::string text = "[";
+        for (std::size_t t = 0; t < v.size(); ++t) text += (t ? ", " : "") + std::to_string(v[t]);
+        return text + "]";
+      };
+      char rcut[32];
+      std::snprintf(rcut, sizeof rcut, "%g", config_.descriptor.rcut);
+      sel_warning_ = "descriptor.sel " + list(config_.descriptor.sel) + " is too small for these data: ";
+      if (!need.empty())
+        sel_warning_ += "the statistics frames have up to " + list(need) + " neighbours of each type within rcut " +
+                        rcut + " A (" + std::to_string(dropped) + " neighbours beyond sel dropped in them); use sel >= " +
+                        list(need) + " (dp neighbor-stat counts over all frames)";
+      else
+        sel_warning_ += std::to_string(dropped) + " neighbours beyond sel dropped in the statistics frames; "
+                        "increase descriptor.sel (dp neighbor-stat gives the counts)";
+    }
+  }
+
+  /// Largest neighbour count of each type within rcut over the statistics batches (the ones
+  /// compute_statistics used), from a neighbour search with sel doubled until nothing is
+  /// dropped; empty when it does not converge. Only called when the statistics dropped some.
+  std::vector<int> needed_sel() {
+    std::vector<int> sel = config_.descriptor.sel;
+    for (int& v : sel) v = std::max(2 * v, 8);
+    HostBatch batch;
+    Frames<Scalar, memory_space> frames;
+    Labels<Scalar, memory_space> labels;
+    for (int round = 0; round < 12; ++round) {
+      NeighborSearch<Scalar, ExecutionSpace> search(config_.descriptor.rcut, sel);
+      NeighborList<Scalar, memory_space> list;
+      DataSampler probe = *sampler_;
+      std::vector<int> most(std::size_t(ntypes_), 0);
+      bool complete = true;
+      for (std::size_t s = 0; complete && s < probe.systems().size(); ++s)
+        for (int b = 0; complete && b < options_.data_stat_nbatch; ++b) {
+          probe.next_of(int(s), batch);
+          upload(batch, frames, labels);
+          search.build(space_, frames, list);
+          complete = list.dropped == 0;
+          auto const count = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), list.count);
+          for (int i = 0; complete && i < list.nloc; ++i)
+            for (int t = 0; t < ntypes_; ++t) most[std::size_t(t)] = std::max(most[std::size_t(t)], count(i, t));
+        }
+      if (complete) return most;
+      for (int& v : sel) v *= 2;
+    }
+    return {};
+  }
+
+  /// Runs `f` on the batch `batch` drawn from `sampler`; coincident atoms become an error
+  /// naming the system and its frame.
+  template <class F>
+  static auto on_batch(HostBatch const& batch, DataSampler const& sampler, F&& f) -> decltype(f()) {
+    try {
+      return f();
+    } catch (CoincidentAtomsError const& e) {
+      auto const& systems = sampler.systems();
+      std::string const system =
+          batch.system >= 0 && std::size_t(batch.system) < systems.size() ? systems[std::size_t(batch.system)].path : "?";
+      int const frame = e.frame >= 0 && std::size_t(e.frame) < batch.frames.size() ? batch.frames[std::size_t(e.frame)] : -1;
+      throw Error("system '" + system + "' frame " + std::to_string(frame) + ": " +
+                  CoincidentAtomsError::pair_text(e.atom_i, e.atom_j, e.distance, e.limit));
+    }
   }
 
   void scale(View1<Scalar, memory_space> const& v, Scalar factor) const {
@@ -555,7 +623,8 @@ class Trainer {
     sampler_->next(host_batch_);
     sampler_->set_rng_state(state);
     upload(host_batch_, frames_, labels_);
-    LossMetrics const train = model_->evaluate_loss(space_, frames_, labels_, pref);
+    LossMetrics const train =
+        on_batch(host_batch_, *sampler_, [&] { return model_->evaluate_loss(space_, frames_, labels_, pref); });
     std::vector<double> t = {double(train.nframes) * train.loss, double(train.nframes) * train.rmse_e,
                              double(train.nframes) * train.rmse_f, double(train.nframes) * train.rmse_v,
                              double(train.nframes)};
@@ -571,7 +640,9 @@ class Trainer {
         validation_sampler_->next(batch);
         if (b % comm_.size() != comm_.rank()) continue;
         upload(batch, valid_frames_, valid_labels_);
-        LossMetrics const m = model_->evaluate_loss(space_, valid_frames_, valid_labels_, pref);
+        LossMetrics const m = on_batch(batch, *validation_sampler_, [&] {
+          return model_->evaluate_loss(space_, valid_frames_, valid_labels_, pref);
+        });
         double const w = double(batch.natoms);  // DeePMD-kit weights batches by atom count
         v[0] += w * m.loss;
         v[1] += w * m.rmse_e;
@@ -623,6 +694,7 @@ class Trainer {
            << " -> " << schedule_.stop_lr() << ", decay_steps " << schedule_.decay_steps() << ", rate "
            << schedule_.decay_rate() << "), running steps " << step_ << " -> " << last << "\n";
     for (auto const& w : config_.warnings) *log() << "dpk-train: warning: " << w << "\n";
+    if (!sel_warning_.empty()) *log() << "dpk-train: warning: " << sel_warning_ << "\n";
     // DeePMD-kit's "Summary of DataSystem" table: atoms, batch size, batches, probability.
     auto const& systems = sampler_->systems();
     std::vector<long> const batches = system_batch_counts(systems, sampler_->batch_size());
@@ -677,6 +749,7 @@ class Trainer {
   long step_ = 0;
   std::string last_checkpoint_;
   std::vector<std::string> saved_;
+  std::string sel_warning_;  ///< set by compute_statistics when sel drops neighbours
 };
 
 }  // namespace dpk
