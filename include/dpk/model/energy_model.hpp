@@ -268,12 +268,18 @@ class EnergyModel {
     auto const rij = nlist_.rij;
     int const nnei = nlist_.nnei;
     Scalar const limit2 = Scalar(min_pair_distance * min_pair_distance);
+    // Each type block is sorted by distance: only its first slot (the nearest) is checked.
+    Kokkos::Array<int, 65> block{};
+    int const nblocks = int(nlist_.sel_offset.size()) - 1;
+    require(nblocks >= 0 && nblocks <= 64, "EnergyModel: neighbour list with more than 64 types");
+    for (int t = 0; t < nblocks; ++t) block[t] = nlist_.sel_offset[std::size_t(t)];
     long first = 0;
     Kokkos::parallel_reduce(
         "dpk::model::coincident_atoms", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nlist_.nloc),
         KOKKOS_LAMBDA(int const i, long& lowest) {
-          for (int s = 0; s < nnei; ++s) {
-            if (index(i, s) < 0) continue;
+          for (int t = 0; t < nblocks; ++t) {
+            int const s = block[t];
+            if (s >= nnei || index(i, s) < 0) continue;
             Scalar const r2 = rij(i, s, 0) * rij(i, s, 0) + rij(i, s, 1) * rij(i, s, 1) + rij(i, s, 2) * rij(i, s, 2);
             long const code = long(i) * nnei + s;
             if (r2 < limit2 && code < lowest) lowest = code;
