@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Odd but valid (and a few invalid) data through `dpk-train train` / `test`
-(docs/reliability.md). Systems are written here (deepmd/npy, pure Python).
+"""Odd but valid data (and two invalid inputs) through `dpk-train train` / `test`
+(docs/reliability.md). Systems are written here (deepmd/npy, pure Python, no numpy).
 
   odd_data.py DPK_TRAIN WORK_DIR [case ...]
 
 Each case runs dpk-train and checks its exit status, a message in its output and the files
 it wrote (lcurve.out lines finite and one per step; model.dpk intact). Exit status 0 when
 every case holds."""
+import json
 import math
 import os
 import random
@@ -80,7 +81,6 @@ def random_system(path, names, types, nframes, length, seed, **kw):
 
 
 def input_json(path, systems, steps=4, batch_size=1, sel=(16, 32), validation=None, pref_v=0, extra=None):
-    import json
     config = {
         "model": {
             "type_map": ["O", "H"],
@@ -292,7 +292,6 @@ def main():
         found = [line for line in text.splitlines() if line.startswith(warning)]
         ok = check(name, len(found) == 1, "no line starting with '%s'" % warning, text) and ok
         ok = check(name, found and "use sel >= [%d, %d]" % tuple(need) in found[0], "no 'use sel >= ...'") and ok
-        banner = text.find("running steps")
         ok = check(name, found and 0 <= text.find(found[0]) < text.find("dpk-train: step 1/"),
                    "the warning is not printed before training") and ok
         report(name, ok, s, found[0] if found else "")
