@@ -187,6 +187,26 @@ TEST_CASE_TEMPLATE("neighbour list of non-periodic clusters", Scalar, double, fl
   }
 }
 
+TEST_CASE_TEMPLATE("neighbour list in very large boxes (cell grid capped: issue 18)", Scalar, double, float) {
+  // A dense cluster in a 5000 A periodic box (atoms also across its boundary) and atoms spread
+  // over 1e5 A without periodicity: the grid would need ~1e10 cells (refused before: "too many
+  // cells"); capped at max(4096, 8 x atoms) larger cells it gives the brute-force list.
+  std::mt19937 rng(18);
+  double const tol = std::is_same<Scalar, double>::value ? 1e-7 : 2e-2;
+  std::vector<int> const sel = {100, 100};
+  dpk::NeighborSearch<Scalar, Space> search(5.0, sel);
+  dpk::NeighborList<Scalar, Mem> list;
+  HostBatch b = random_batch(rng, 2, 60, 2, 8.0, 8.0, true);
+  for (int f = 0; f < b.nframes; ++f)
+    for (int k = 0; k < 9; ++k) b.box[std::size_t(f) * 9 + k] = (k % 4 == 0) ? 5000.0 : 0.0;
+  search.build(Space(), make_frames<Scalar>(b), list);
+  check_against_brute_force(b, 5.0, sel, list, tol);
+  check_reverse(list);
+  HostBatch const spread = random_batch(rng, 1, 40, 2, 1e5, 1e5, false);
+  search.build(Space(), make_frames<Scalar>(spread), list);
+  check_against_brute_force(spread, 5.0, sel, list, tol);
+}
+
 TEST_CASE_TEMPLATE("neighbours beyond sel are dropped and counted", Scalar, double, float) {
   std::mt19937 rng(42);
   double const tol = std::is_same<Scalar, double>::value ? 1e-9 : 2e-4;

@@ -180,7 +180,12 @@ int test_as(dpk::ModelFileData const& file, std::string const& model_path, std::
   for (int f = 0; f < nframes; ++f) {
     dpk::HostBatch batch = sampler.batch(0, f, 1);
     dpk::upload(batch, frames, labels);
-    model.predict(Space(), frames, prediction, true, false);
+    try {
+      model.predict(Space(), frames, prediction, true, false);
+    } catch (dpk::CoincidentAtomsError const& e) {
+      throw dpk::Error("system '" + system_path + "' frame " + std::to_string(f) + ": " +
+                       dpk::CoincidentAtomsError::pair_text(e.atom_i, e.atom_j, e.distance, e.limit));
+    }
     auto e = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), prediction.energy);
     auto force_pred = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), prediction.force);
     auto w = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), prediction.virial);
@@ -379,7 +384,13 @@ int main(int argc, char** argv) {
                                              : test_as<double>(file, model_path, system_path, max_frames, detail);
       }
     } catch (std::exception const& e) {
-      std::cerr << "dpk-train: error: " << e.what() << std::endl;
+      // Under MPI the rank that failed says so, then takes every rank down (MPI_Abort): the
+      // others may be waiting in a collective for it and would hang otherwise.
+      if (comm.size() > 1)
+        std::cerr << "dpk-train: error on rank " << comm.rank() << " of " << comm.size() << ": " << e.what()
+                  << "\ndpk-train: rank " << comm.rank() << " stops every rank (MPI_Abort)" << std::endl;
+      else
+        std::cerr << "dpk-train: error: " << e.what() << std::endl;
       if (comm.size() > 1) comm.abort(1);
       status = 1;
     }

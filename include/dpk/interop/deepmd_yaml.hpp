@@ -10,6 +10,7 @@
 
 #include <dpk/core/error.hpp>
 #include <dpk/interop/deepmd_dict.hpp>
+#include <dpk/io/atomic_file.hpp>
 #include <dpk/io/model_file.hpp>
 
 #include <yaml-cpp/yaml.h>
@@ -219,17 +220,7 @@ inline std::string deepmd_yaml_text(DeepmdDict const& tree) {
 
 /// Writes `tree` as a `.yaml` model file at `path` atomically (temp file, fsync, rename).
 inline void write_deepmd_yaml(std::string const& path, DeepmdDict const& tree) {
-  std::string const temp = path + ".tmp." + std::to_string(::getpid());
-  try {
-    dpk::detail::model_file::write_file_synced(temp, deepmd_yaml_text(tree), -1);
-  } catch (...) {
-    std::remove(temp.c_str());
-    throw;
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    std::remove(temp.c_str());
-    throw Error("DeePMD-kit model '" + path + "': cannot rename the temporary file into place");
-  }
+  write_file_atomically(path, deepmd_yaml_text(tree), "DeePMD-kit model");
 }
 
 }  // namespace dpk::interop

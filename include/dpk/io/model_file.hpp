@@ -20,6 +20,7 @@
 /// fsync'd), so `path` always holds either the previous complete file or the new one.
 
 #include <dpk/core/error.hpp>
+#include <dpk/io/atomic_file.hpp>
 #include <dpk/io/json_depth.hpp>
 #include <dpk/model/config.hpp>
 
@@ -282,44 +283,6 @@ inline FittingConfig fitting_from_json(nlohmann::json const& j, std::string cons
   return f;
 }
 
-/// Writes `bytes` to a new file `path` and fsyncs it; honours the test fault injection.
-inline void write_file_synced(std::string const& path, std::string const& bytes, long fail_after_bytes) {
-  int const fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw Error("model file '" + path + "': cannot create (" + std::strerror(errno) + ")");
-  std::size_t const limit =
-      fail_after_bytes >= 0 && std::size_t(fail_after_bytes) < bytes.size() ? std::size_t(fail_after_bytes) : bytes.size();
-  std::size_t written = 0;
-  while (written < limit) {
-    ssize_t const n = ::write(fd, bytes.data() + written, limit - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      std::string const reason = std::strerror(errno);
-      ::close(fd);
-      throw Error("model file '" + path + "': write failed (" + reason + ")");
-    }
-    written += std::size_t(n);
-  }
-  if (limit < bytes.size()) {
-    ::close(fd);
-    throw Error("model file '" + path + "': write interrupted after " + std::to_string(limit) +
-                " bytes (fault injection)");
-  }
-  if (::fsync(fd) != 0) {
-    std::string const reason = std::strerror(errno);
-    ::close(fd);
-    throw Error("model file '" + path + "': fsync failed (" + reason + ")");
-  }
-  if (::close(fd) != 0) throw Error("model file '" + path + "': close failed (" + std::strerror(errno) + ")");
-}
-
-/// Folder part of `path` ("." when none).
-inline std::string parent_folder(std::string const& path) {
-  auto const slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 }  // namespace detail::model_file
 
 /// Serialises `data` into the bytes of a format-version-1 file (see the file comment).
@@ -380,27 +343,11 @@ inline std::string model_file_bytes(ModelFileData const& data) {
   return out;
 }
 
-/// Writes `data` to `path` atomically: temp file, fsync, rename, fsync of the folder.
-/// On failure `path` is untouched (the temp file is removed when possible).
+/// Writes `data` to `path` atomically (write_file_atomically: temp file, fsync, rename, fsync
+/// of the folder). On failure `path` is untouched and the temp file removed; the error names
+/// `path`, the failed step and the OS reason.
 inline void write_model_file(std::string const& path, ModelFileData const& data, ModelFileWriteOptions options = {}) {
-  std::string const bytes = model_file_bytes(data);
-  std::string const temp = path + ".tmp." + std::to_string(::getpid());
-  try {
-    detail::model_file::write_file_synced(temp, bytes, options.fail_after_bytes);
-  } catch (...) {
-    if (options.fail_after_bytes < 0) std::remove(temp.c_str());  // a simulated crash leaves it behind
-    throw;
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    std::string const reason = std::strerror(errno);
-    std::remove(temp.c_str());
-    throw Error("model file '" + path + "': cannot rename the temporary file into place (" + reason + ")");
-  }
-  int const dir = ::open(detail::model_file::parent_folder(path).c_str(), O_RDONLY);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
+  write_file_atomically(path, model_file_bytes(data), "model file", options.fail_after_bytes);
 }
 
 /// Parses the bytes of a model file; `file` names it in errors.

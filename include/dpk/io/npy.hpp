@@ -9,6 +9,7 @@
 #include <dpk/core/error.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -18,6 +19,9 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace dpk {
 
@@ -283,9 +287,25 @@ inline NpyArray parse_npy(std::string const& file_bytes, std::string const& path
 /// Reads a `.npy` file (see parse_npy). Throws dpk::Error naming the file when it is missing or
 /// unreadable, or for any problem parse_npy reports.
 inline NpyArray read_npy(std::string const& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("npy file '" + path + "': cannot open (missing or unreadable)");
-  std::string const bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // POSIX reads: a failing read (EIO, ...) is an error with its reason, not a short file.
+  int const fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    throw Error("npy file '" + path + "': cannot open (missing or unreadable: " + std::strerror(errno) + ")");
+  std::string bytes;
+  char buffer[65536];
+  for (;;) {
+    ssize_t const n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      std::string const reason = std::strerror(errno);
+      ::close(fd);
+      throw Error("npy file '" + path + "': read failed after " + std::to_string(bytes.size()) + " bytes (" + reason +
+                  ")");
+    }
+    if (n == 0) break;
+    bytes.append(buffer, std::size_t(n));
+  }
+  ::close(fd);
   return parse_npy(bytes, path);
 }
 

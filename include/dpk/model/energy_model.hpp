@@ -24,8 +24,10 @@
 #include <dpk/neighbor/neighbor_search.hpp>
 #include <dpk/nn/network.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -63,6 +65,39 @@ struct Prediction {
 
 /// se_e2_a descriptor + per-type energy fitting nets, templated on precision and execution space.
 /// All parameters live in one flat device buffer (`parameters()`), their gradient in another.
+/// Atoms closer than this (A) make EnergyModel::prepare throw CoincidentAtomsError.
+inline constexpr double min_pair_distance = 1e-6;
+
+/// Two atoms of a batch frame (or an atom and a periodic image) closer than min_pair_distance.
+/// The message names the batch frame and the atoms (0-based within the frame); the trainer
+/// rethrows it naming the system and its frame.
+class CoincidentAtomsError : public Error {
+ public:
+  CoincidentAtomsError(int frame, int atom_i, int atom_j, double distance, double limit)
+      : Error(describe(frame, atom_i, atom_j, distance, limit)), frame(frame), atom_i(atom_i), atom_j(atom_j),
+        distance(distance), limit(limit) {}
+  int frame, atom_i, atom_j;  ///< frame of the batch; atoms within the frame, atom_i < atom_j when distinct
+  double distance, limit;     ///< A
+
+  /// "atoms I and J are R A apart (closer than LIMIT A) ..." without the frame.
+  static std::string pair_text(int atom_i, int atom_j, double distance, double limit) {
+    char text[256];
+    if (atom_i == atom_j)
+      std::snprintf(text, sizeof text, "atom %d is %g A from its own periodic image (closer than %g A; the box is "
+                    "degenerate)", atom_i, distance, limit);
+    else
+      std::snprintf(text, sizeof text, "atoms %d and %d are %g A apart (closer than %g A): coincident atoms make the "
+                    "descriptor (1/r) infinite; remove or fix the frame", std::min(atom_i, atom_j),
+                    std::max(atom_i, atom_j), distance, limit);
+    return text;
+  }
+
+ private:
+  static std::string describe(int frame, int atom_i, int atom_j, double distance, double limit) {
+    return "frame " + std::to_string(frame) + " of the batch: " + pair_text(atom_i, atom_j, distance, limit);
+  }
+};
+
 template <class Scalar, class ExecutionSpace>
 class EnergyModel {
  public:
@@ -217,11 +252,14 @@ class EnergyModel {
   long neighbors_dropped() const { return dropped_; }
 
   /// Neighbour list and normalised environment matrix of `frames` (kept for the next calls).
+  /// Throws CoincidentAtomsError when two atoms (or an atom and an image) are closer than
+  /// min_pair_distance: the descriptor has 1/r and would be infinite or NaN.
   void prepare(ExecutionSpace const& space, Frames<Scalar, memory_space> const& frames) {
     {
       ScopedRegion<ExecutionSpace> region("dpk::neighbors", space);
       search_.build(space, frames, nlist_);
       dropped_ += nlist_.dropped;
+      check_coincident_atoms(space, frames.natoms);
     }
     {
       ScopedRegion<ExecutionSpace> region("dpk::environment", space);
@@ -229,6 +267,42 @@ class EnergyModel {
     }
     ScopedRegion<ExecutionSpace> region("dpk::batch_setup", space);
     set_batch(space, frames.types, frames.nframes, frames.natoms, frames.centres);
+  }
+
+  /// Throws CoincidentAtomsError for the first neighbour pair of the last neighbour list
+  /// closer than min_pair_distance (public: CUDA extended lambdas may not live in private members).
+  void check_coincident_atoms(ExecutionSpace const& space, int natoms) const {
+    auto const index = nlist_.index;
+    auto const rij = nlist_.rij;
+    int const nnei = nlist_.nnei;
+    Scalar const limit2 = Scalar(min_pair_distance * min_pair_distance);
+    // Each type block is sorted by distance: only its first slot (the nearest) is checked.
+    Kokkos::Array<int, 65> block{};
+    int const nblocks = int(nlist_.sel_offset.size()) - 1;
+    require(nblocks >= 0 && nblocks <= 64, "EnergyModel: neighbour list with more than 64 types");
+    for (int t = 0; t < nblocks; ++t) block[t] = nlist_.sel_offset[std::size_t(t)];
+    long first = 0;
+    Kokkos::parallel_reduce(
+        "dpk::model::coincident_atoms", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nlist_.nloc),
+        KOKKOS_LAMBDA(int const i, long& lowest) {
+          for (int t = 0; t < nblocks; ++t) {
+            int const s = block[t];
+            if (s >= nnei || index(i, s) < 0) continue;
+            Scalar const r2 = rij(i, s, 0) * rij(i, s, 0) + rij(i, s, 1) * rij(i, s, 1) + rij(i, s, 2) * rij(i, s, 2);
+            long const code = long(i) * nnei + s;
+            if (r2 < limit2 && code < lowest) lowest = code;
+          }
+        },
+        Kokkos::Min<long>(first));
+    if (nlist_.nloc == 0 || first == Kokkos::reduction_identity<long>::min()) return;
+    int const i = int(first / nnei), s = int(first % nnei);
+    auto const j_view = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), Kokkos::subview(index, i, s));
+    auto const r_view =
+        Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), Kokkos::subview(rij, i, s, Kokkos::ALL()));
+    double const r = std::sqrt(double(r_view(0)) * r_view(0) + double(r_view(1)) * r_view(1) +
+                               double(r_view(2)) * r_view(2));
+    int const j = j_view();
+    throw CoincidentAtomsError(i / natoms, i % natoms, j % natoms, r, min_pair_distance);
   }
 
   /// Uses an externally built neighbour list and environment matrix (e.g. a test fixture).

@@ -170,10 +170,24 @@ class CellList {
     double const volume = std::fabs(det);
     double const* crosses[3] = {bc, ca, ab};
     long total = 1;
+    double faces[3];
+    long cells[3];
     for (int d = 0; d < 3; ++d) {
       double const* c = crosses[d];
-      double const face = volume / std::sqrt(c[0] * c[0] + c[1] * c[1] + c[2] * c[2]);
-      int const n = std::max(1, int(std::floor(cells_per_cutoff_ * face / rcut)));
+      faces[d] = volume / std::sqrt(c[0] * c[0] + c[1] * c[1] + c[2] * c[2]);
+      cells[d] = std::max(1L, long(std::min(1e9, std::floor(cells_per_cutoff_ * faces[d] / rcut))));
+    }
+    // A sparse frame (a few atoms in a very large box) would get far more cells than atoms:
+    // cells larger than the cutoff are as correct (the scan reach follows the cell size), so
+    // the grid is capped at max(4096, 8 x atoms) cells. Dense frames keep their grid.
+    double const cap = std::max(4096.0, 8.0 * natoms_);
+    while (double(cells[0]) * double(cells[1]) * double(cells[2]) > cap) {
+      int const widest = cells[0] >= cells[1] && cells[0] >= cells[2] ? 0 : cells[1] >= cells[2] ? 1 : 2;
+      cells[widest] = std::max(1L, cells[widest] / 2);
+    }
+    for (int d = 0; d < 3; ++d) {
+      double const face = faces[d];
+      int const n = int(cells[d]);
       // Slightly enlarged so a face exactly divisible by rcut still reaches every neighbour.
       int const reach = int(std::ceil(rcut * n / face * (1.0 + 1e-12)));
       require(reach <= 256, "CellList: frame " + std::to_string(f) + ": box is too small for rcut " +

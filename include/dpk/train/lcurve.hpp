@@ -13,10 +13,15 @@
 /// when the virial is trained. rmse (the first pair) is sqrt(loss) as DeePMD-kit prints it.
 
 #include <dpk/core/error.hpp>
+#include <dpk/io/atomic_file.hpp>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 namespace dpk {
@@ -36,11 +41,13 @@ class LearningCurveWriter {
   LearningCurveWriter(std::string const& path, bool has_validation, bool has_virial, bool append = false)
       : path_(path), has_validation_(has_validation), has_virial_(has_virial) {
     bool const write_header = !append || !std::ifstream(path).good();
+    errno = 0;
     file_.open(path, append ? std::ios::app : std::ios::trunc);
-    require(file_.good(), "lcurve: cannot open '" + path + "' for writing");
+    if (!file_.good()) throw Error("lcurve: cannot open '" + path + "' for writing" + reason());
     if (write_header) {
       file_ << header(has_validation, has_virial) << '\n';
       file_.flush();
+      if (!file_.good()) throw Error("lcurve: write to '" + path + "' failed" + reason());
     }
   }
 
@@ -80,11 +87,15 @@ class LearningCurveWriter {
   /// Appends the line for `step` and flushes.
   void write(long step, CurveMetrics const& validation, CurveMetrics const& training, double lr) {
     file_ << line(step, validation, training, lr, has_validation_, has_virial_) << '\n';
+    errno = 0;
     file_.flush();
-    require(file_.good(), "lcurve: write to '" + path_ + "' failed");
+    if (!file_.good()) throw Error("lcurve: write to '" + path_ + "' failed" + reason());
   }
 
  private:
+  /// " (<strerror(errno)>)" when the failed stream operation left an OS error in errno.
+  static std::string reason() { return errno != 0 ? std::string(" (") + std::strerror(errno) + ")" : std::string(); }
+
   template <class... Args>
   static std::string format(char const* fmt, Args... args) {
     char buffer[128];
@@ -97,5 +108,44 @@ class LearningCurveWriter {
   bool has_virial_;
   std::ofstream file_;
 };
+
+/// Restarts: keeps the lines of `path` up to and including `last_step` (and every comment line)
+/// and drops the rest: lines of steps after the checkpoint the run restarts from, written
+/// before the previous run was interrupted, and an incomplete last line (no newline). The run
+/// writes those steps again, so lcurve.out ends up as an uninterrupted run's. The file is
+/// rewritten with write_file_atomically (an interruption leaves the old or the new file). Returns the number of lines dropped; a missing file drops nothing.
+inline long truncate_learning_curve(std::string const& path, long last_step) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return 0;
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string const text = buffer.str();
+  std::string kept;
+  long dropped = 0;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t const end = text.find('\n', start);
+    if (end == std::string::npos) {  // an incomplete last line
+      ++dropped;
+      break;
+    }
+    std::string const line = text.substr(start, end - start + 1);
+    start = end + 1;
+    char const* p = line.c_str();
+    while (*p == ' ') ++p;
+    bool keep = true;
+    if (*p != '#' && *p != '\n') {
+      char* after = nullptr;
+      errno = 0;
+      long const step = std::strtol(p, &after, 10);
+      keep = after != p && errno == 0 && step <= last_step;
+    }
+    if (keep) kept += line;
+    else ++dropped;
+  }
+  if (dropped == 0) return 0;
+  write_file_atomically(path, kept, "lcurve");
+  return dropped;
+}
 
 }  // namespace dpk

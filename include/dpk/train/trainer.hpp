@@ -31,6 +31,7 @@
 #include <dpk/io/model_file.hpp>
 #include <dpk/io/system.hpp>
 #include <dpk/model/energy_model.hpp>
+#include <dpk/neighbor/neighbor_search.hpp>
 #include <dpk/parallel/communicator.hpp>
 #include <dpk/train/adam.hpp>
 #include <dpk/train/energy_bias.hpp>
@@ -48,6 +49,7 @@
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace dpk {
@@ -174,7 +176,13 @@ class Trainer {
   TrainingSummary run() {
     Kokkos::Timer wall;
     namespace fs = std::filesystem;
-    if (comm_.is_root()) fs::create_directories(options_.output_dir);
+    if (comm_.is_root()) {
+      std::error_code ec;
+      fs::create_directories(options_.output_dir, ec);
+      if (ec || !fs::is_directory(options_.output_dir))
+        throw Error("--output '" + options_.output_dir + "': cannot create the output folder (" +
+                    (ec ? ec.message() : std::string("exists and is not a folder")) + ")");
+    }
     comm_.barrier();
     setup();
     long const numb_steps = config_.training.numb_steps;
@@ -184,6 +192,16 @@ class Trainer {
     bool const has_validation = bool(validation_sampler_);
     bool const has_virial = config_.loss.start_pref_v != 0 || config_.loss.limit_pref_v != 0;
     std::optional<LearningCurveWriter> curve;
+    if (comm_.is_root()) {
+      remove_stale_temporaries();
+      if (step_ > 0) {
+        long const dropped = truncate_learning_curve(path(config_.training.disp_file), step_);
+        if (dropped > 0 && log())
+          *log() << "dpk-train: " << path(config_.training.disp_file) << ": dropped " << dropped
+                 << " line(s) after step " << step_ << " (written after the checkpoint, before the previous run "
+                 << "stopped; those steps run again)\n";
+      }
+    }
     if (comm_.is_root())
       curve.emplace(path(config_.training.disp_file), has_validation, has_virial, /*append=*/step_ > 0);
     banner(last);
@@ -217,7 +235,8 @@ class Trainer {
         sampler_->next(host_batch_);
         upload(host_batch_, frames_, labels_);
       }
-      LossMetrics const metrics = model_->loss_and_gradient(space_, frames_, labels_, pref);
+      LossMetrics const metrics =
+          on_batch(host_batch_, *sampler_, [&] { return model_->loss_and_gradient(space_, frames_, labels_, pref); });
       auto gradient = model_->gradient();
       {
         ScopedRegion<ExecutionSpace> region("dpk::allreduce", space_);
@@ -330,6 +349,84 @@ class Trainer {
   }
   static LearningCurveWriter* curve_ptr(std::optional<LearningCurveWriter>& c) { return c ? &*c : nullptr; }
 
+  /// Checkpoint files `<save_ckpt>-N` in the checkpoint folder, as (N, path) sorted by N.
+  std::vector<std::pair<long, std::string>> checkpoint_files() const {
+    namespace fs = std::filesystem;
+    fs::path const stem(path(config_.training.save_ckpt));
+    fs::path const folder = stem.has_parent_path() ? stem.parent_path() : fs::path(".");
+    std::string const prefix = stem.filename().string() + "-";
+    std::vector<std::pair<long, std::string>> files;
+    std::error_code ec;
+    for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+      std::string const name = it->path().filename().string();
+      if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+      std::string const digits = name.substr(prefix.size());
+      if (digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+      files.emplace_back(std::stol(digits), (folder / name).string());
+    }
+    std::sort(files.begin(), files.end());
+    return files;
+  }
+
+  /// Restart from `file`: when it is one of this run's checkpoint files, the older ones of
+  /// the folder count as saved by this run, so that keep_checkpoints prunes them as an
+  /// uninterrupted run would have (checkpoints of later steps are left alone; they are
+  /// rewritten when the run gets there).
+  void adopt_checkpoints(std::string const& file) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    saved_.clear();
+    bool ours = false;
+    for (auto const& [n, name] : checkpoint_files())
+      if (fs::equivalent(name, file, ec)) ours = true;
+    if (!ours) return;
+    for (auto const& [n, name] : checkpoint_files()) {
+      if (n > step_) continue;
+      if (fs::equivalent(name, file, ec)) last_checkpoint_ = name;  // the spelling save_checkpoint uses
+      saved_.push_back(name);
+    }
+    // save_checkpoint adds a file only when it differs from last_checkpoint_.
+    saved_.erase(std::remove(saved_.begin(), saved_.end(), last_checkpoint_), saved_.end());
+    saved_.push_back(last_checkpoint_);
+  }
+
+  /// Removes temporary files an interrupted write of this run's files left behind (the
+  /// checkpoint/model files', the pointer's and lcurve.out's `<name>.tmp.<pid>`); the
+  /// files under their final names are complete (written under a temporary name and renamed).
+  void remove_stale_temporaries() const {
+    namespace fs = std::filesystem;
+    auto is_pid_suffix = [](std::string const& name, std::string const& base) {
+      std::string const head = base + ".tmp.";
+      if (name.size() <= head.size() || name.compare(0, head.size(), head) != 0) return false;
+      return name.find_first_not_of("0123456789", head.size()) == std::string::npos;
+    };
+    fs::path const stem(path(config_.training.save_ckpt));
+    fs::path const ckpt_folder = stem.has_parent_path() ? stem.parent_path() : fs::path(".");
+    std::string const prefix = stem.filename().string() + "-";
+    std::vector<fs::path> stale;
+    std::error_code ec;
+    for (fs::directory_iterator it(ckpt_folder, ec), end; !ec && it != end; it.increment(ec)) {
+      std::string const name = it->path().filename().string();
+      if (name.compare(0, prefix.size(), prefix) != 0) continue;
+      std::size_t const dot = name.find(".tmp.");
+      if (dot == std::string::npos) continue;
+      std::string const digits = name.substr(prefix.size(), dot - prefix.size());
+      if (!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos &&
+          is_pid_suffix(name, name.substr(0, dot)))
+        stale.push_back(it->path());
+    }
+    fs::path const out(options_.output_dir);
+    for (fs::directory_iterator it(out, ec), end; !ec && it != end; it.increment(ec)) {
+      std::string const name = it->path().filename().string();
+      if (is_pid_suffix(name, "checkpoint") || is_pid_suffix(name, fs::path(config_.training.disp_file).filename().string()) ||
+          is_pid_suffix(name, fs::path(options_.model_out).filename().string()))
+        stale.push_back(it->path());
+    }
+    for (auto const& f : stale)
+      if (fs::remove(f, ec) && log())
+        *log() << "dpk-train: removed " << f.string() << " (left by an interrupted write)\n";
+  }
+
   /// Frame energies and type counts of every training frame (for the bias fit).
   void compute_energy_bias_table(std::vector<System> const& systems) {
     bias_counts_.clear();
@@ -366,6 +463,7 @@ class Trainer {
       if (validation_sampler_ && d.training.contains("validation_sampler_state"))
         validation_sampler_->set_rng_state(d.training["validation_sampler_state"].get<std::string>());
       last_checkpoint_ = file;
+      if (comm_.is_root()) adopt_checkpoints(file);
       if (log()) *log() << "dpk-train: restarting from " << file << " at step " << step_ << "\n";
       return;
     }
@@ -452,12 +550,78 @@ class Trainer {
       for (int b = 0; b < options_.data_stat_nbatch; ++b) {
         stat_sampler.next_of(int(s), batch);
         upload(batch, frames, labels);
-        model_->prepare(space_, frames);
+        on_batch(batch, stat_sampler, [&] { model_->prepare(space_, frames); });
         accumulator.add(space_, model_->environment(), frames.types, frames.nloc());
       }
     std::vector<double> avg, std_dev;
     accumulator.finalize(avg, std_dev);
     model_->set_statistics(avg, std_dev);
+    long const dropped = model_->neighbors_dropped();
+    if (dropped > 0) {
+      std::vector<int> const need = needed_sel();
+      auto list = [](std::vector<int> const& v) {
+        std::string text = "[";
+        for (std::size_t t = 0; t < v.size(); ++t) text += (t ? ", " : "") + std::to_string(v[t]);
+        return text + "]";
+      };
+      char rcut[32];
+      std::snprintf(rcut, sizeof rcut, "%g", config_.descriptor.rcut);
+      sel_warning_ = "descriptor.sel " + list(config_.descriptor.sel) + " is too small for these data: ";
+      if (!need.empty())
+        sel_warning_ += "the statistics frames have up to " + list(need) + " neighbours of each type within rcut " +
+                        rcut + " A (" + std::to_string(dropped) + " neighbours beyond sel dropped in them); use sel >= " +
+                        list(need) + " (dp neighbor-stat counts over all frames)";
+      else
+        sel_warning_ += std::to_string(dropped) + " neighbours beyond sel dropped in the statistics frames; "
+                        "increase descriptor.sel (dp neighbor-stat gives the counts)";
+    }
+  }
+
+  /// Largest neighbour count of each type within rcut over the statistics batches (the ones
+  /// compute_statistics used), from a neighbour search with sel doubled until nothing is
+  /// dropped; empty when it does not converge. Only called when the statistics dropped some.
+  std::vector<int> needed_sel() {
+    std::vector<int> sel = config_.descriptor.sel;
+    for (int& v : sel) v = std::max(2 * v, 8);
+    HostBatch batch;
+    Frames<Scalar, memory_space> frames;
+    Labels<Scalar, memory_space> labels;
+    for (int round = 0; round < 12; ++round) {
+      NeighborSearch<Scalar, ExecutionSpace> search(config_.descriptor.rcut, sel);
+      NeighborList<Scalar, memory_space> list;
+      DataSampler probe = *sampler_;
+      std::vector<int> most(std::size_t(ntypes_), 0);
+      bool complete = true;
+      for (std::size_t s = 0; complete && s < probe.systems().size(); ++s)
+        for (int b = 0; complete && b < options_.data_stat_nbatch; ++b) {
+          probe.next_of(int(s), batch);
+          upload(batch, frames, labels);
+          search.build(space_, frames, list);
+          complete = list.dropped == 0;
+          auto const count = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), list.count);
+          for (int i = 0; complete && i < list.nloc; ++i)
+            for (int t = 0; t < ntypes_; ++t) most[std::size_t(t)] = std::max(most[std::size_t(t)], count(i, t));
+        }
+      if (complete) return most;
+      for (int& v : sel) v *= 2;
+    }
+    return {};
+  }
+
+  /// Runs `f` on the batch `batch` drawn from `sampler`; coincident atoms become an error
+  /// naming the system and its frame.
+  template <class F>
+  static auto on_batch(HostBatch const& batch, DataSampler const& sampler, F&& f) -> decltype(f()) {
+    try {
+      return f();
+    } catch (CoincidentAtomsError const& e) {
+      auto const& systems = sampler.systems();
+      std::string const system =
+          batch.system >= 0 && std::size_t(batch.system) < systems.size() ? systems[std::size_t(batch.system)].path : "?";
+      int const frame = e.frame >= 0 && std::size_t(e.frame) < batch.frames.size() ? batch.frames[std::size_t(e.frame)] : -1;
+      throw Error("system '" + system + "' frame " + std::to_string(frame) + ": " +
+                  CoincidentAtomsError::pair_text(e.atom_i, e.atom_j, e.distance, e.limit));
+    }
   }
 
   void scale(View1<Scalar, memory_space> const& v, Scalar factor) const {
@@ -489,7 +653,8 @@ class Trainer {
     sampler_->next(host_batch_);
     sampler_->set_rng_state(state);
     upload(host_batch_, frames_, labels_);
-    LossMetrics const train = model_->evaluate_loss(space_, frames_, labels_, pref);
+    LossMetrics const train =
+        on_batch(host_batch_, *sampler_, [&] { return model_->evaluate_loss(space_, frames_, labels_, pref); });
     std::vector<double> t = {double(train.nframes) * train.loss, double(train.nframes) * train.rmse_e,
                              double(train.nframes) * train.rmse_f, double(train.nframes) * train.rmse_v,
                              double(train.nframes)};
@@ -505,7 +670,9 @@ class Trainer {
         validation_sampler_->next(batch);
         if (b % comm_.size() != comm_.rank()) continue;
         upload(batch, valid_frames_, valid_labels_);
-        LossMetrics const m = model_->evaluate_loss(space_, valid_frames_, valid_labels_, pref);
+        LossMetrics const m = on_batch(batch, *validation_sampler_, [&] {
+          return model_->evaluate_loss(space_, valid_frames_, valid_labels_, pref);
+        });
         double const w = double(batch.natoms);  // DeePMD-kit weights batches by atom count
         v[0] += w * m.loss;
         v[1] += w * m.rmse_e;
@@ -526,14 +693,8 @@ class Trainer {
       std::string const name = config_.training.save_ckpt + "-" + std::to_string(done);
       std::string const file = path(name);
       write_model_file(file, d);
-      std::string const pointer = path("checkpoint");
-      {
-        std::ofstream out(pointer + ".tmp");
-        out << name << "\n";
-        out.flush();
-        require(out.good(), "checkpoint: cannot write '" + pointer + ".tmp'");
-      }
-      std::filesystem::rename(pointer + ".tmp", pointer);
+      // The pointer goes into place after its checkpoint: it always names a complete file.
+      write_file_atomically(path("checkpoint"), name + "\n", "checkpoint pointer");
       if (file != last_checkpoint_) saved_.push_back(file);
       while (int(saved_.size()) > std::max(1, options_.keep_checkpoints)) {
         std::remove(saved_.front().c_str());
@@ -563,6 +724,7 @@ class Trainer {
            << " -> " << schedule_.stop_lr() << ", decay_steps " << schedule_.decay_steps() << ", rate "
            << schedule_.decay_rate() << "), running steps " << step_ << " -> " << last << "\n";
     for (auto const& w : config_.warnings) *log() << "dpk-train: warning: " << w << "\n";
+    if (!sel_warning_.empty()) *log() << "dpk-train: warning: " << sel_warning_ << "\n";
     // DeePMD-kit's "Summary of DataSystem" table: atoms, batch size, batches, probability.
     auto const& systems = sampler_->systems();
     std::vector<long> const batches = system_batch_counts(systems, sampler_->batch_size());
@@ -617,6 +779,7 @@ class Trainer {
   long step_ = 0;
   std::string last_checkpoint_;
   std::vector<std::string> saved_;
+  std::string sel_warning_;  ///< set by compute_statistics when sel drops neighbours
 };
 
 }  // namespace dpk
