@@ -5,8 +5,9 @@
 #   scripts/fuzz.sh [seconds per target] [target...]     default 60 s, all targets
 #
 # Targets: fuzz_npy (npy reader), fuzz_input (input.json -> InputConfig), fuzz_model_file (model
-# and checkpoint reader). Seeds: the real files of examples/ and tests/data (gathered here, small
-# ones only) plus tests/fuzz/seeds/<target>. Runs use -seed=1 and start from an empty working
+# and checkpoint reader), fuzz_deepmd_yaml (DeePMD-kit .yaml model text -> DeepmdDict). Seeds:
+# the real files of examples/ and tests/data (gathered here, small ones only) plus
+# tests/fuzz/seeds/<target>. Runs use -seed=1 and start from an empty working
 # corpus (build/fuzz/corpus/<target>; DPK_FUZZ_KEEP_CORPUS=1 keeps it between runs). Crash,
 # timeout, leak and out-of-memory inputs go to build/fuzz/artifacts/<target>/; logs to
 # build/fuzz/logs/<target>.log. Prints one line per target,
@@ -20,7 +21,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD="${DPK_FUZZ_BUILD_DIR:-$ROOT/build/fuzz}"
 SECONDS_PER_TARGET="${1:-60}"
 shift || true
-ALL_TARGETS=(fuzz_npy fuzz_input fuzz_model_file)
+ALL_TARGETS=(fuzz_npy fuzz_input fuzz_model_file fuzz_deepmd_yaml)
 TARGETS=("$@")
 [ "${#TARGETS[@]}" -gt 0 ] || TARGETS=("${ALL_TARGETS[@]}")
 case "$SECONDS_PER_TARGET" in ''|*[!0-9]*) echo "fuzz.sh: seconds per target must be a positive integer, got '$SECONDS_PER_TARGET'" >&2; exit 2 ;; esac
@@ -45,7 +46,7 @@ fi
 # only so that libFuzzer's input length stays short; plus the committed seeds.
 SEEDS="$BUILD/seeds"
 rm -rf "$SEEDS"
-mkdir -p "$SEEDS/fuzz_npy" "$SEEDS/fuzz_input" "$SEEDS/fuzz_model_file"
+mkdir -p "$SEEDS/fuzz_npy" "$SEEDS/fuzz_input" "$SEEDS/fuzz_model_file" "$SEEDS/fuzz_deepmd_yaml"
 n=0
 while IFS= read -r -d '' f; do
   n=$((n + 1)); cp "$f" "$SEEDS/fuzz_npy/real_$n.npy"
@@ -58,13 +59,17 @@ n=0
 while IFS= read -r -d '' f; do
   n=$((n + 1)); { printf '\000'; cat "$f"; } >"$SEEDS/fuzz_model_file/raw_$n.dpk"
 done < <(find "$ROOT/examples" "$ROOT/tests/data" \( -name '*.dpk' -o -name '*.ckpt-*' \) -size -64k -print0 | sort -z)
+n=0
+while IFS= read -r -d '' f; do
+  n=$((n + 1)); cp "$f" "$SEEDS/fuzz_deepmd_yaml/real_$n.yaml"
+done < <(find "$ROOT/examples" "$ROOT/tests/data" -name '*.yaml' -size -64k -print0 | sort -z)
 for t in "${ALL_TARGETS[@]}"; do
   [ -d "$ROOT/tests/fuzz/seeds/$t" ] && cp "$ROOT/tests/fuzz/seeds/$t"/* "$SEEDS/$t/" 2>/dev/null || true
 done
 
 # ---------------------------------------------------------------------------- runs
 max_len() {
-  case "$1" in fuzz_npy) echo 16384 ;; fuzz_input) echo 8192 ;; fuzz_model_file) echo 65536 ;; esac
+  case "$1" in fuzz_npy) echo 16384 ;; fuzz_input) echo 8192 ;; fuzz_model_file) echo 65536 ;; fuzz_deepmd_yaml) echo 65536 ;; esac
 }
 status=0
 summary=()

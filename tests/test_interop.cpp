@@ -373,3 +373,27 @@ TEST_CASE("interop: bad files are refused and failed writes leave nothing behind
     leftovers += entry.path().string().find(".tmp.") != std::string::npos;
   CHECK(leftovers == 0);
 }
+
+TEST_CASE("interop: fuzz findings in the YAML reader are dpk::Errors naming the file (regressions)") {
+  // libFuzzer (fuzz_deepmd_yaml, 45 s): invalid UTF-8 inside an array made the error message's
+  // JSON dump throw nlohmann's type_error (uncaught, not a dpk::Error).
+  std::string const file = std::string(DPK_TEST_DATA_DIR) + "/fuzz_regressions/deepmd_yaml_invalid_utf8.yaml";
+  std::string message;
+  try {
+    dpk::interop::read_deepmd_yaml(file);
+  } catch (dpk::Error const& e) {
+    message = e.what();
+  }
+  INFO(message);
+  CHECK(message.find(file) != std::string::npos);
+  CHECK(message.find("is not a number") != std::string::npos);
+  // Flow collections nested deeper than DeePMD-kit's models are refused before yaml-cpp recurses.
+  std::string const deep = "model: " + std::string(100000, '[') + std::string(100000, ']') + "\n";
+  message.clear();
+  try {
+    dpk::interop::parse_deepmd_yaml(deep, "deep.yaml");
+  } catch (dpk::Error const& e) {
+    message = e.what();
+  }
+  CHECK(message == "DeePMD-kit model 'deep.yaml': not valid YAML (flow collections nested deeper than 64 levels)");
+}

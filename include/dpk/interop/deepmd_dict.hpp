@@ -22,6 +22,14 @@ namespace dpk::interop {
 
 using DeepmdDict = nlohmann::ordered_json;
 
+/// `value` as JSON text for an error message: invalid UTF-8 replaced (a plain dump() would throw
+/// on it), at most 200 characters.
+inline std::string show(DeepmdDict const& value) {
+  std::string text = value.dump(-1, ' ', false, DeepmdDict::error_handler_t::replace);
+  if (text.size() > 200) text = text.substr(0, 200) + "...";
+  return text;
+}
+
 /// An n-d float array node of `dtype` ("float64" or "float32") and `shape` holding `values`
 /// (row-major, size = product of the shape).
 inline DeepmdDict make_array(std::string const& dtype, std::vector<std::size_t> const& shape,

@@ -120,7 +120,7 @@ inline DeepmdDict read_deepmd_hdf5(std::string const& path) {
   for_each_variable(tree, [&](DeepmdDict& node, std::string const& key) {
     if (is_array(node)) return;
     if (!node.is_string())
-      throw Error("DeePMD-kit model '" + path + "': variable '" + key + "' is " + node.dump() +
+      throw Error("DeePMD-kit model '" + path + "': variable '" + key + "' is " + show(node) +
                   ", expected the name of a dataset");
     node = detail::hdf5::read_dataset(file.id, node.get<std::string>(), key, path);
   });

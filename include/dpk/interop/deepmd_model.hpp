@@ -54,7 +54,7 @@ T get(DeepmdDict const& node, std::string const& key, std::string const& path, C
     }
     return v.get<T>();
   } catch (nlohmann::json::exception const&) {
-    throw c.error(join(path, key), "has the wrong type (" + v.dump() + ")");
+    throw c.error(join(path, key), "has the wrong type (" + show(v) + ")");
   }
 }
 
@@ -66,7 +66,7 @@ inline void expect_value(DeepmdDict const& node, std::string const& key, DeepmdD
   bool same = v == expected;
   if (!same && v.is_number() && expected.is_number()) same = v.get<double>() == expected.get<double>();
   if (!same)
-    throw c.error(join(path, key), "is " + v.dump() + "; dpk supports only " + expected.dump() + " (" + why + ")");
+    throw c.error(join(path, key), "is " + show(v) + "; dpk supports only " + show(expected) + " (" + why + ")");
 }
 
 /// `key` absent, null, or an empty list.
@@ -75,7 +75,7 @@ inline void expect_empty(DeepmdDict const& node, std::string const& key, std::st
   if (!node.is_object() || !node.contains(key)) return;
   DeepmdDict const& v = node[key];
   if (v.is_null() || (v.is_array() && v.empty())) return;
-  throw c.error(join(path, key), "is " + v.dump() + "; dpk supports only an empty value (" + why + ")");
+  throw c.error(join(path, key), "is " + show(v) + "; dpk supports only an empty value (" + why + ")");
 }
 
 /// `@version` absent or within [lo, hi].
@@ -83,7 +83,7 @@ inline void expect_version(DeepmdDict const& node, int lo, int hi, std::string c
   if (!node.contains("@version")) return;
   auto const& v = node["@version"];
   if (!v.is_number_integer() || v.get<int>() < lo || v.get<int>() > hi)
-    throw c.error(join(path, "@version"), "is " + v.dump() + "; dpk reads versions " + std::to_string(lo) + " to " +
+    throw c.error(join(path, "@version"), "is " + show(v) + "; dpk reads versions " + std::to_string(lo) + " to " +
                                               std::to_string(hi));
 }
 
@@ -123,7 +123,7 @@ inline void read_network(DeepmdDict const& net, std::string const& path, std::ve
     if (activation != act && !(act == "none" && activation == "linear"))
       throw c.error(join(lp, "activation_function"), "is \"" + activation + "\"; dpk supports only \"" + act + "\" here");
     if (layer.contains("precision") && get<std::string>(layer, "precision", lp, c) != precision)
-      throw c.error(join(lp, "precision"), "is " + layer["precision"].dump() + " but the model's precision is \"" +
+      throw c.error(join(lp, "precision"), "is " + show(layer["precision"]) + " but the model's precision is \"" +
                                                precision + "\" (mixed precisions are not supported)");
     bool const skips = shape.skip != nn::Skip::none;
     bool const doubles = shape.n_out == 2 * shape.n_in, equal = shape.n_out == shape.n_in;
@@ -143,7 +143,7 @@ inline void read_network(DeepmdDict const& net, std::string const& path, std::ve
     auto const b = array(vars, "b", {std::size_t(shape.n_out)}, vp, c);
     for (auto const* name : {"w", "b"})
       if (vars[name]["dtype"] != precision)
-        throw c.error(join(vp, name), "has dtype " + vars[name]["dtype"].dump() + " but the model's precision is \"" +
+        throw c.error(join(vp, name), "has dtype " + show(vars[name]["dtype"]) + " but the model's precision is \"" +
                                           precision + "\" (mixed precisions are not supported)");
     std::copy(w.begin(), w.end(), parameters.begin() + std::ptrdiff_t(offsets[l].w));
     std::copy(b.begin(), b.end(), parameters.begin() + std::ptrdiff_t(offsets[l].b));
@@ -156,7 +156,7 @@ inline void read_network(DeepmdDict const& net, std::string const& path, std::ve
     if (has_idt) {
       auto const idt = array(vars, "idt", {std::size_t(shape.n_out)}, vp, c);
       if (vars["idt"]["dtype"] != precision)
-        throw c.error(join(vp, "idt"), "has dtype " + vars["idt"]["dtype"].dump() +
+        throw c.error(join(vp, "idt"), "has dtype " + show(vars["idt"]["dtype"]) +
                                            " but the model's precision is \"" + precision + "\"");
       std::copy(idt.begin(), idt.end(), parameters.begin() + std::ptrdiff_t(offsets[l].idt));
     }
@@ -169,9 +169,9 @@ inline DeepmdDict const& networks(DeepmdDict const& collection, std::string cons
   expect_value(collection, "@class", "NetworkCollection", path, c, "se_e2_a networks");
   expect_version(collection, 1, 1, path, c);
   if (get<int>(collection, "ndim", path, c) != ndim)
-    throw c.error(join(path, "ndim"), "is " + collection["ndim"].dump() + ", expected " + std::to_string(ndim));
+    throw c.error(join(path, "ndim"), "is " + show(collection["ndim"]) + ", expected " + std::to_string(ndim));
   if (get<int>(collection, "ntypes", path, c) != ntypes)
-    throw c.error(join(path, "ntypes"), "is " + collection["ntypes"].dump() + ", expected " + std::to_string(ntypes));
+    throw c.error(join(path, "ntypes"), "is " + show(collection["ntypes"]) + ", expected " + std::to_string(ntypes));
   auto const& nets = at(collection, "networks", path, c);
   std::size_t expected = 1;
   for (int d = 0; d < ndim; ++d) expected *= std::size_t(ntypes);
@@ -184,11 +184,11 @@ inline DeepmdDict const& networks(DeepmdDict const& collection, std::string cons
 inline std::vector<int> int_list(DeepmdDict const& node, std::string const& key, std::string const& path,
                                  Context const& c) {
   auto const& v = at(node, key, path, c);
-  if (!v.is_array()) throw c.error(join(path, key), "is " + v.dump() + ", expected a list of integers");
+  if (!v.is_array()) throw c.error(join(path, key), "is " + show(v) + ", expected a list of integers");
   std::vector<int> out;
   for (auto const& x : v) {
     if (!x.is_number_integer() || x.get<long long>() < 0)
-      throw c.error(join(path, key), "is " + v.dump() + ", expected a list of non-negative integers");
+      throw c.error(join(path, key), "is " + show(v) + ", expected a list of non-negative integers");
     out.push_back(x.get<int>());
   }
   return out;
@@ -219,7 +219,7 @@ inline ModelFileData model_from_deepmd_dict(DeepmdDict const& tree, std::string 
   expect_value(model, "@class", "Model", mp, c, "standard models");
   expect_version(model, 1, 2, mp, c);
   if (get<std::string>(model, "type", mp, c) != "standard")
-    throw c.error("model.type", "is " + model["type"].dump() + "; dpk supports only \"standard\" models");
+    throw c.error("model.type", "is " + show(model["type"]) + "; dpk supports only \"standard\" models");
   expect_empty(model, "atom_exclude_types", mp, c, "exclude types are not supported");
   expect_empty(model, "pair_exclude_types", mp, c, "exclude types are not supported");
   auto const type_map = model.contains("type_map") ? model["type_map"] : DeepmdDict::array();
@@ -277,15 +277,15 @@ inline ModelFileData model_from_deepmd_dict(DeepmdDict const& tree, std::string 
   int const ntypes = int(dc.sel.size());
   data.ntypes = ntypes;
   if (!type_map.empty() && int(type_map.size()) != ntypes)
-    throw c.error("model.type_map", "has " + std::to_string(type_map.size()) + " names " + type_map.dump() +
+    throw c.error("model.type_map", "has " + std::to_string(type_map.size()) + " names " + show(type_map) +
                                         " but descriptor.sel has " + std::to_string(ntypes) + " types");
   for (auto const& name : type_map) {
-    if (!name.is_string()) throw c.error("model.type_map", "is " + type_map.dump() + ", expected element names");
+    if (!name.is_string()) throw c.error("model.type_map", "is " + show(type_map) + ", expected element names");
     data.type_map.push_back(name.get<std::string>());
   }
   if (d.contains("type_map") && !d["type_map"].is_null() && !type_map.empty() && d["type_map"] != type_map)
-    throw c.error("model.descriptor.type_map", "is " + d["type_map"].dump() + " but model.type_map is " +
-                                                   type_map.dump());
+    throw c.error("model.descriptor.type_map", "is " + show(d["type_map"]) + " but model.type_map is " +
+                                                   show(type_map));
   std::size_t const nnei = std::size_t(dc.nnei());
   auto const& dvars = at(d, "@variables", dp, c);
   data.avg = array(dvars, "davg", {std::size_t(ntypes), nnei, 4}, "model.descriptor.@variables", c);
@@ -297,7 +297,7 @@ inline ModelFileData model_from_deepmd_dict(DeepmdDict const& tree, std::string 
   expect_value(f, "@class", "Fitting", fp, c, "energy fitting");
   expect_version(f, 1, 4, fp, c);
   if (get<std::string>(f, "type", fp, c) != "ener")
-    throw c.error("model.fitting.type", "is " + f["type"].dump() + "; dpk supports only \"ener\"");
+    throw c.error("model.fitting.type", "is " + show(f["type"]) + "; dpk supports only \"ener\"");
   expect_value(f, "var_name", "energy", fp, c, "energy fitting");
   expect_value(f, "dim_out", 1, fp, c, "energy fitting");
   expect_value(f, "ntypes", ntypes, fp, c, "must equal the descriptor's number of types");
@@ -314,7 +314,7 @@ inline ModelFileData model_from_deepmd_dict(DeepmdDict const& tree, std::string 
   if (f.contains("atom_ener") && f["atom_ener"].is_array())
     for (auto const& e : f["atom_ener"])
       if (!e.is_null())
-        throw c.error("model.fitting.atom_ener", "is " + f["atom_ener"].dump() + "; dpk supports only an empty value");
+        throw c.error("model.fitting.atom_ener", "is " + show(f["atom_ener"]) + "; dpk supports only an empty value");
   expect_empty(f, "atom_ener", fp, c, "atom_ener is not supported");
   FittingConfig& fc = data.fitting;
   fc.neuron = int_list(f, "neuron", fp, c);
@@ -333,7 +333,7 @@ inline ModelFileData model_from_deepmd_dict(DeepmdDict const& tree, std::string 
   for (auto const* key : {"fparam_avg", "fparam_inv_std", "aparam_avg", "aparam_inv_std", "case_embd"})
     expect_empty(fvars, key, "model.fitting.@variables", c, "fparam/aparam/case embedding are not supported");
   if (f.contains("type_map") && !f["type_map"].is_null() && !type_map.empty() && f["type_map"] != type_map)
-    throw c.error("model.fitting.type_map", "is " + f["type_map"].dump() + " but model.type_map is " + type_map.dump());
+    throw c.error("model.fitting.type_map", "is " + show(f["type_map"]) + " but model.type_map is " + show(type_map));
   auto const bias = array(fvars, "bias_atom_e", {std::size_t(ntypes), 1}, "model.fitting.@variables", c);
   data.energy_bias = bias;
 
@@ -369,7 +369,7 @@ inline ModelFileData model_from_deepmd_dict(DeepmdDict const& tree, std::string 
     expect_value(net, "in_dim", 1, np, c, "se_e2_a embedding input");
     expect_value(net, "bias", true, np, c, "layers without bias are not supported");
     if (net.contains("neuron") && int_list(net, "neuron", np, c) != dc.neuron)
-      throw c.error(join(np, "neuron"), "is " + net["neuron"].dump() + " but descriptor.neuron is " + d["neuron"].dump());
+      throw c.error(join(np, "neuron"), "is " + show(net["neuron"]) + " but descriptor.neuron is " + show(d["neuron"]));
     expect_value(net, "resnet_dt", dc.resnet_dt, np, c, "must equal descriptor.resnet_dt");
     expect_value(net, "activation_function", "tanh", np, c, "only tanh");
     read_network(net, np, layout.embedding_shapes, layout.embedding_offsets[k], precision, tf_rules, data.parameters, c);
@@ -386,7 +386,7 @@ inline ModelFileData model_from_deepmd_dict(DeepmdDict const& tree, std::string 
     expect_value(net, "out_dim", 1, np, c, "energy fitting");
     expect_value(net, "bias_out", true, np, c, "layers without bias are not supported");
     if (net.contains("neuron") && int_list(net, "neuron", np, c) != fc.neuron)
-      throw c.error(join(np, "neuron"), "is " + net["neuron"].dump() + " but fitting.neuron is " + f["neuron"].dump());
+      throw c.error(join(np, "neuron"), "is " + show(net["neuron"]) + " but fitting.neuron is " + show(f["neuron"]));
     expect_value(net, "resnet_dt", fc.resnet_dt, np, c, "must equal fitting.resnet_dt");
     expect_value(net, "activation_function", "tanh", np, c, "only tanh");
     read_network(net, np, layout.fitting_shapes, layout.fitting_offsets[t], precision, tf_rules, data.parameters, c);

@@ -19,6 +19,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <limits>
 #include <regex>
 #include <string>
@@ -81,7 +83,7 @@ inline void flatten(DeepmdDict const& value, std::size_t depth, std::vector<std:
                     std::vector<double>& out, std::string const& where) {
   if (!value.is_array()) {
     if (!value.is_number())
-      throw Error(where + ": array element " + value.dump() + " is not a number");
+      throw Error(where + ": array element " + show(value) + " is not a number");
     if (depth != shape.size()) throw Error(where + ": 'value' is a ragged nested list");
     out.push_back(value.get<double>());
     return;
@@ -184,7 +186,7 @@ inline void emit(YAML::Emitter& out, DeepmdDict const& node, bool flow) {
   } else if (node.is_number_float()) {
     out << float_text(node.get<double>());
   } else if (node.is_number()) {
-    out << node.dump();
+    out << show(node);
   } else {
     out << YAML::DoubleQuoted << node.get<std::string>();
   }
@@ -192,21 +194,46 @@ inline void emit(YAML::Emitter& out, DeepmdDict const& node, bool flow) {
 
 }  // namespace detail::yaml
 
-/// Reads the `.yaml` model file `path` into a DeepmdDict. Throws dpk::Error naming the file when
-/// it cannot be read, is not YAML, is not a mapping, or holds a malformed array.
-inline DeepmdDict read_deepmd_yaml(std::string const& path) {
+/// Parses the text of a `.yaml` model file (`path` names it in errors) into a DeepmdDict. Throws
+/// dpk::Error when it is not YAML, nests deeper than DeePMD-kit's models do, is not a mapping, or
+/// holds a malformed array.
+inline DeepmdDict parse_deepmd_yaml(std::string const& text, std::string const& path) {
+  // yaml-cpp parses and converts recursively: a document nested thousands of levels deep (a
+  // corrupt or hostile file) would overflow the stack. DeePMD-kit's models nest about 10 levels.
+  std::size_t depth = 0, deepest = 0;
+  for (char const c : text) {
+    if (c == '[' || c == '{') deepest = std::max(deepest, ++depth);
+    else if ((c == ']' || c == '}') && depth > 0) --depth;
+  }
+  std::size_t const max_depth = 64;
+  if (deepest > max_depth)
+    throw Error("DeePMD-kit model '" + path + "': not valid YAML (flow collections nested deeper than " +
+                std::to_string(max_depth) + " levels)");
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
-  } catch (YAML::BadFile const&) {
-    throw Error("DeePMD-kit model '" + path + "': cannot open");
+    root = YAML::Load(text);
   } catch (YAML::Exception const& e) {
     throw Error("DeePMD-kit model '" + path + "': not valid YAML (" + e.what() + ")");
   }
   if (!root.IsMap()) throw Error("DeePMD-kit model '" + path + "': the YAML document is not a mapping");
-  DeepmdDict tree = detail::yaml::to_dict(root);
-  detail::yaml::convert_arrays(tree, "", path);
-  return tree;
+  try {
+    DeepmdDict tree = detail::yaml::to_dict(root);
+    detail::yaml::convert_arrays(tree, "", path);
+    return tree;
+  } catch (YAML::Exception const& e) {
+    throw Error("DeePMD-kit model '" + path + "': not valid YAML (" + e.what() + ")");
+  }
+}
+
+/// Reads the `.yaml` model file `path` into a DeepmdDict (see parse_deepmd_yaml). Throws
+/// dpk::Error naming the file when it cannot be read or parsed.
+inline DeepmdDict read_deepmd_yaml(std::string const& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("DeePMD-kit model '" + path + "': cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw Error("DeePMD-kit model '" + path + "': read failed");
+  return parse_deepmd_yaml(text.str(), path);
 }
 
 /// The YAML text of `tree` (DeePMD-kit's array form).
