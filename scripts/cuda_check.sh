@@ -8,6 +8,7 @@
 #   scripts/cuda_check.sh [cmake --build args...]
 #   DPK_CUDA_BUILD_DIR   build folder (default build/cuda, the preset's)
 #   DPK_BUILD_JOBS       parallel compile jobs (default: nproc)
+#   DPK_CUDA_CMAKE_ARGS  extra configure arguments, split on spaces (CI: -DDPK_ENABLE_BENCHMARKS=OFF)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { printf '[cuda_check] %s\n' "$*"; }
@@ -22,7 +23,8 @@ mkdir -p "$build_dir"
 cfg_log="$build_dir/dpk_cuda_configure.log" build_log="$build_dir/dpk_cuda_build.log"
 
 say "configure (preset cuda) in $build_dir"
-cmake --preset cuda -B "$build_dir" >"$cfg_log" 2>&1 \
+# shellcheck disable=SC2086  # a space-separated list on purpose
+cmake --preset cuda -B "$build_dir" -DDPK_ENABLE_BENCHMARKS=ON -DDPK_ENABLE_HEADER_CHECK=ON ${DPK_CUDA_CMAKE_ARGS:-} >"$cfg_log" 2>&1 \
   || { cat "$cfg_log" >&2; die "configure failed (log: $cfg_log)"; }
 grep -E '^-- (dpk|Kokkos|Found MPI|The CXX)' "$cfg_log" || true
 compiler=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build_dir/CMakeCache.txt")
@@ -48,5 +50,5 @@ if [ "$status" != 0 ]; then
   grep -E 'error' "$build_log" | grep -v -E '^make|gmake' | sort -u | head -60 >&2
   exit 1
 fi
-what="every target"; [ "$#" -gt 0 ] && what="requested targets ($*)"
+what="every configured target"; [ "$#" -gt 0 ] && what="requested targets ($*)"
 say "$what compiled with nvcc ($($wrapper --version 2>/dev/null | sed -n 's/.*\(release [0-9.]*\).*/CUDA \1/p'), host $(g++-11 -dumpfullversion 2>/dev/null | sed 's/^/g++ /')) in ${elapsed} s"

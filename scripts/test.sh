@@ -3,6 +3,7 @@
 # Usage: scripts/test.sh [extra ctest args]
 #   DPK_PRESET  configure/build preset (default openmp: Kokkos 3.4.01 from bootstrap.sh);
 #               openmp-kokkos4 / openmp-kokkos4-nodeprecated use Kokkos 4.6.01 (bootstrap.sh --kokkos4)
+#   DPK_CMAKE_ARGS  extra configure arguments, split on spaces (e.g. -DDPK_ENABLE_BENCHMARKS=OFF)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${DPK_PRESET:-openmp}"
@@ -12,6 +13,7 @@ case "$preset" in
 esac
 build_dir=$(python3 -c 'import json,sys; p=[p for p in json.load(open("CMakePresets.json"))["configurePresets"] if p["name"]==sys.argv[1]]; print(p[0].get("binaryDir","").replace("${sourceDir}/","") if p else "")' "$preset")
 [ -n "$build_dir" ] || { echo "test.sh: no configure preset '$preset' in CMakePresets.json" >&2; exit 2; }
-cmake --preset "$preset"
+# shellcheck disable=SC2086  # DPK_CMAKE_ARGS is a space-separated list on purpose
+cmake --preset "$preset" -DDPK_ENABLE_BENCHMARKS=ON -DDPK_ENABLE_HEADER_CHECK=ON ${DPK_CMAKE_ARGS:-}
 cmake --build "$build_dir" -j "${DPK_BUILD_JOBS:-$(nproc)}"
 ctest --test-dir "$build_dir" --output-on-failure "$@"
