@@ -1,6 +1,7 @@
-"""Independent readers for the reliability tests: a dpk model/checkpoint file checked against
-docs/model-format.md (framing, JSON header, data size, end marker, FNV-1a checksum), and the
-`checkpoint` pointer file. Pure Python (no numpy), so that the tests need only python3."""
+"""Shared pieces of the reliability tests: independent readers for a dpk model/checkpoint file
+checked against docs/model-format.md (framing, JSON header, data size, end marker, FNV-1a
+checksum) and the `checkpoint` pointer file, and the small water input.json they train. Pure
+Python (no numpy), so that the tests need only python3."""
 import json
 import os
 import struct
@@ -50,3 +51,29 @@ def pointer_target(folder):
     if not name.endswith("\n") or "\n" in name[:-1]:
         raise ValueError("%s: not one complete line: %r" % (pointer, name))
     return os.path.join(folder, name[:-1])
+
+
+def write_small_water_input(path, data, systems, numb_steps, save_freq, decay_steps=50, validation=None):
+    """Writes a fast water input.json (a 4-8 embedding, 8-8 fitting net, batch 1, lcurve every
+    step) to `path`: training on `systems` (names below `data`), optionally validated on
+    `validation` (one batch)."""
+    training = {
+        "training_data": {"systems": [os.path.join(data, s) for s in systems], "batch_size": 1},
+        "numb_steps": numb_steps, "seed": 10, "disp_file": "lcurve.out", "disp_freq": 1, "save_freq": save_freq,
+    }
+    if validation:
+        training["validation_data"] = {"systems": [os.path.join(data, validation)], "batch_size": 1, "numb_btch": 1}
+    config = {
+        "model": {
+            "type_map": ["O", "H"],
+            "descriptor": {"type": "se_e2_a", "sel": [16, 32], "rcut_smth": 0.5, "rcut": 4.0, "neuron": [4, 8],
+                           "resnet_dt": False, "axis_neuron": 4, "type_one_side": True, "seed": 1},
+            "fitting_net": {"neuron": [8, 8], "resnet_dt": True, "seed": 1},
+        },
+        "learning_rate": {"type": "exp", "decay_steps": decay_steps, "start_lr": 0.001, "stop_lr": 1e-5},
+        "loss": {"type": "ener", "start_pref_e": 0.02, "limit_pref_e": 1, "start_pref_f": 1000, "limit_pref_f": 1,
+                 "start_pref_v": 0, "limit_pref_v": 0},
+        "training": training,
+    }
+    with open(path, "w") as f:
+        json.dump(config, f, indent=2)

@@ -32,23 +32,6 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dpk_files  # noqa: E402
 
-INPUT = """{
-  "model": {
-    "type_map": ["O", "H"],
-    "descriptor": {"type": "se_e2_a", "sel": [16, 32], "rcut_smth": 0.5, "rcut": 4.0,
-                   "neuron": [4, 8], "resnet_dt": false, "axis_neuron": 4, "type_one_side": true, "seed": 1},
-    "fitting_net": {"neuron": [8, 8], "resnet_dt": true, "seed": 1}
-  },
-  "learning_rate": {"type": "exp", "decay_steps": 50, "start_lr": 0.001, "stop_lr": 1e-5},
-  "loss": {"type": "ener", "start_pref_e": 0.02, "limit_pref_e": 1, "start_pref_f": 1000, "limit_pref_f": 1,
-           "start_pref_v": 0, "limit_pref_v": 0},
-  "training": {
-    "training_data": {"systems": ["%(data)s/data_0", "%(data)s/data_1"], "batch_size": 1},
-    "validation_data": {"systems": ["%(data)s/data_3"], "batch_size": 1, "numb_btch": 1},
-    "numb_steps": %(steps)d, "seed": 10, "disp_file": "lcurve.out", "disp_freq": 1, "save_freq": 3
-  }
-}
-"""
 
 ENV = dict(os.environ, OMP_NUM_THREADS="1", OMP_PROC_BIND="false", DPK_THREAD_DEFAULTS="0")
 
@@ -133,8 +116,8 @@ def main():
     shutil.rmtree(args.work_dir, ignore_errors=True)
     os.makedirs(args.work_dir)
     input_json = os.path.join(args.work_dir, "input.json")
-    with open(input_json, "w") as f:
-        f.write(INPUT % {"data": args.water_data, "steps": args.steps})
+    dpk_files.write_small_water_input(input_json, args.water_data, ["data_0", "data_1"], args.steps, save_freq=3,
+                                      validation="data_3")
     ref = os.path.join(args.work_dir, "reference")
     out = os.path.join(args.work_dir, "killed")
 
