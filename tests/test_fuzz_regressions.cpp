@@ -4,6 +4,8 @@
 // tests/data/fuzz_regressions/; the others are built here from a real model file.
 #include <doctest/doctest.h>
 
+#include "error_test_helpers.hpp"
+
 #include <dpk/io.hpp>
 #include <dpk/io/input.hpp>
 #include <dpk/io/model_file.hpp>
@@ -23,19 +25,7 @@ namespace {
 
 std::string const regressions = std::string(DPK_TEST_DATA_DIR) + "/fuzz_regressions/";
 
-/// Runs `f`, requires a dpk::Error whose message contains every string in `parts`.
-template <class F>
-void check_error(F&& f, std::vector<std::string> const& parts) {
-  std::string message;
-  try {
-    f();
-  } catch (dpk::Error const& e) {
-    message = e.what();
-  }
-  INFO("message: " << message);
-  REQUIRE_FALSE(message.empty());
-  for (auto const& part : parts) CHECK(message.find(part) != std::string::npos);
-}
+using dpk_test::check_error;
 
 std::string read_bytes(std::string const& path) {
   std::ifstream in(path, std::ios::binary);

@@ -9,6 +9,8 @@
 #include <dpk/io/npy.hpp>
 #include <dpk/potential.hpp>
 
+#include "model_file_test_helpers.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -86,24 +88,7 @@ double max_difference_to_deepmd(dpk::ModelFileData const& data, std::string cons
 }
 
 void check_same_model(dpk::ModelFileData const& a, dpk::ModelFileData const& b) {
-  CHECK(a.precision == b.precision);
-  CHECK(a.ntypes == b.ntypes);
-  CHECK(a.type_map == b.type_map);
-  CHECK(a.descriptor.sel == b.descriptor.sel);
-  CHECK(a.descriptor.rcut == b.descriptor.rcut);
-  CHECK(a.descriptor.rcut_smth == b.descriptor.rcut_smth);
-  CHECK(a.descriptor.neuron == b.descriptor.neuron);
-  CHECK(a.descriptor.axis_neuron == b.descriptor.axis_neuron);
-  CHECK(a.descriptor.type_one_side == b.descriptor.type_one_side);
-  CHECK(a.descriptor.resnet_dt == b.descriptor.resnet_dt);
-  CHECK(a.fitting.neuron == b.fitting.neuron);
-  CHECK(a.fitting.resnet_dt == b.fitting.resnet_dt);
-  REQUIRE(a.tensors.size() == b.tensors.size());
-  for (std::size_t i = 0; i < a.tensors.size(); ++i) {
-    CHECK(a.tensors[i].name == b.tensors[i].name);
-    CHECK(a.tensors[i].shape == b.tensors[i].shape);
-    CHECK(a.tensors[i].offset == b.tensors[i].offset);
-  }
+  dpk_test::check_same_model_layout(a, b);
   // Bit-identical values (== on doubles; no NaNs in models).
   CHECK(a.parameters == b.parameters);
   CHECK(a.avg == b.avg);

@@ -2,6 +2,8 @@
 // Bad-input fixtures are written by the tests themselves into a scratch folder (no Python needed).
 #include <doctest/doctest.h>
 
+#include "error_test_helpers.hpp"
+
 #include <dpk/io.hpp>
 
 #include <cmath>
@@ -53,19 +55,7 @@ std::string npy_v1(std::string dict, std::string const& payload) {
   return out + dict + payload;
 }
 
-/// Runs `f`, requires a dpk::Error, and checks its message contains every string in `parts`.
-template <class F>
-void check_error(F&& f, std::vector<std::string> const& parts) {
-  std::string message;
-  try {
-    f();
-  } catch (dpk::Error const& e) {
-    message = e.what();
-  }
-  INFO("message: " << message);
-  REQUIRE_FALSE(message.empty());
-  for (auto const& p : parts) CHECK_MESSAGE(message.find(p) != std::string::npos, "missing '" << p << "'");
-}
+using dpk_test::check_error;
 
 }  // namespace
 

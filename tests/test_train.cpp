@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <dpk/parallel/communicator.hpp>
+#include "model_file_test_helpers.hpp"
 #include "train_test_helpers.hpp"
 #include <dpk/train/adam.hpp>
 #include <dpk/train/energy_bias.hpp>
@@ -84,24 +85,9 @@ dpk::ModelFileData sample_model(bool checkpoint) {
 }
 
 void check_same(dpk::ModelFileData const& a, dpk::ModelFileData const& b) {
+  dpk_test::check_same_model_layout(a, b);
   CHECK(a.kind == b.kind);
-  CHECK(a.precision == b.precision);
-  CHECK(a.ntypes == b.ntypes);
-  CHECK(a.type_map == b.type_map);
-  CHECK(a.descriptor.sel == b.descriptor.sel);
-  CHECK(a.descriptor.neuron == b.descriptor.neuron);
-  CHECK(a.descriptor.axis_neuron == b.descriptor.axis_neuron);
-  CHECK(a.descriptor.type_one_side == b.descriptor.type_one_side);
-  CHECK(a.descriptor.rcut == b.descriptor.rcut);
   CHECK(a.descriptor.seed == b.descriptor.seed);
-  CHECK(a.fitting.neuron == b.fitting.neuron);
-  CHECK(a.fitting.resnet_dt == b.fitting.resnet_dt);
-  REQUIRE(a.tensors.size() == b.tensors.size());
-  for (std::size_t i = 0; i < a.tensors.size(); ++i) {
-    CHECK(a.tensors[i].name == b.tensors[i].name);
-    CHECK(a.tensors[i].shape == b.tensors[i].shape);
-    CHECK(a.tensors[i].offset == b.tensors[i].offset);
-  }
   // Bit-for-bit: compare the bytes, so -0.0 and the last ulp count.
   auto same_bits = [](std::vector<double> const& x, std::vector<double> const& y) {
     return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(double)) == 0);
