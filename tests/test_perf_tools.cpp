@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <dpk/core/threads.hpp>
+#include "program_threads.hpp"  // examples/common: the programs' thread defaults
 #include "train_test_helpers.hpp"
 #include <dpk/train.hpp>
 
@@ -105,12 +106,12 @@ TEST_CASE("BLAS threads: set and read back through OpenBLAS when it is linked") 
   CHECK(dpk::blas_threads() == 1);
   // The user's OPENBLAS_NUM_THREADS wins over dpk's default.
   ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
-  std::string const kept = dpk::configure_blas_threads(2, 2);
+  std::string const kept = dpk::program::configure_blas_threads(2, 2);
   CHECK(kept.find("set by the user") != std::string::npos);
   CHECK(dpk::blas_threads() == 1);
   ::unsetenv("OPENBLAS_NUM_THREADS");
   ::unsetenv("GOTO_NUM_THREADS");
-  std::string const chosen = dpk::configure_blas_threads(2, 1);
+  std::string const chosen = dpk::program::configure_blas_threads(2, 1);
   CHECK(chosen.find("dpk default") != std::string::npos);
   CHECK(dpk::blas_threads() == 1);
   dpk::set_blas_threads(before);
@@ -147,7 +148,7 @@ TEST_CASE("thread defaults: binding only when the user chose none and it is safe
   ScopedEnvironment off("DPK_THREAD_DEFAULTS", nullptr), bind("OMP_PROC_BIND", nullptr), places("OMP_PLACES", nullptr),
       ompi("OMPI_COMM_WORLD_LOCAL_SIZE", nullptr), hydra("MPI_LOCALNRANKS", nullptr),
       mv2("MV2_COMM_WORLD_LOCAL_SIZE", nullptr), slurm("SLURM_NTASKS_PER_NODE", nullptr);
-  auto defaults = dpk::openmp_binding_defaults();
+  auto defaults = dpk::program::openmp_binding_defaults();
   REQUIRE(defaults.size() == 2);
   CHECK(defaults[0].name == "OMP_PROC_BIND");
   CHECK(defaults[0].value == "spread");
@@ -155,30 +156,30 @@ TEST_CASE("thread defaults: binding only when the user chose none and it is safe
   CHECK(defaults[1].value == "threads");
   {
     ScopedEnvironment user("OMP_PLACES", "cores");
-    CHECK(dpk::openmp_binding_defaults().empty());
+    CHECK(dpk::program::openmp_binding_defaults().empty());
   }
   {
     ScopedEnvironment disabled("DPK_THREAD_DEFAULTS", "0");
-    CHECK(dpk::openmp_binding_defaults().empty());
+    CHECK(dpk::program::openmp_binding_defaults().empty());
   }
   {
     // More ranks than cores with unrestricted masks: binding would stack ranks on the same cores.
     std::string const many = std::to_string(std::thread::hardware_concurrency() + 1);
     ScopedEnvironment ranks("OMPI_COMM_WORLD_LOCAL_SIZE", many.c_str());
-    CHECK(dpk::local_ranks_from_environment() == int(std::thread::hardware_concurrency()) + 1);
-    CHECK(dpk::openmp_binding_defaults().empty());
+    CHECK(dpk::program::local_ranks_from_environment() == int(std::thread::hardware_concurrency()) + 1);
+    CHECK(dpk::program::openmp_binding_defaults().empty());
   }
   {
     ScopedEnvironment recorded("DPK_AFFINITY_CPUS", "3");
-    CHECK(dpk::launcher_affinity_cpus() == 3);
+    CHECK(dpk::program::launcher_affinity_cpus() == 3);
   }
   {
     ScopedEnvironment recorded("DPK_AFFINITY_CPUS", nullptr), user("OMP_PROC_BIND", "close");
-    CHECK(dpk::launcher_affinity_cpus() == 0);  // bound at load time: unknown
+    CHECK(dpk::program::launcher_affinity_cpus() == 0);  // bound at load time: unknown
   }
   CHECK(dpk::affinity_cpus() >= 1);
   // Nothing to apply: returns without re-executing.
   ScopedEnvironment user("OMP_PROC_BIND", "false");
-  dpk::reexec_with_environment_defaults(nullptr, {{"OMP_PROC_BIND", "spread"}});
+  dpk::program::reexec_with_environment_defaults(nullptr, {{"OMP_PROC_BIND", "spread"}});
   CHECK(std::string(std::getenv("OMP_PROC_BIND")) == "false");
 }

@@ -12,8 +12,9 @@
 // neither and binding is safe (applied by re-executing before OpenMP starts), OpenBLAS threads
 // per call as dpk_default_blas_threads below unless OPENBLAS_NUM_THREADS is set; both are
 // printed at start. DPK_THREAD_DEFAULTS=0 turns the binding default off.
-#include <dpk/core/threads.hpp>
 #include <dpk/train.hpp>
+
+#include "program_threads.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -38,11 +39,7 @@ namespace {
 using Space = dpk::DefaultExecutionSpace;
 
 /// Ranks sharing this node (from the MPI launcher's environment; all ranks when unknown).
-int local_ranks(dpk::Communicator const& comm) {
-  for (char const* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE"})
-    if (char const* v = std::getenv(name)) return std::max(1, std::atoi(v));
-  return comm.size();
-}
+int local_ranks(dpk::Communicator const& comm) { return dpk::program::local_ranks_from_environment(comm.size()); }
 
 /// OpenBLAS threads per call when the user did not choose: see docs/tuning.md for the
 /// measurements (BLAS threads on top of busy Kokkos threads oversubscribe the cores).
@@ -54,8 +51,8 @@ int dpk_default_blas_threads(int kokkos_threads) {
 /// Applies the BLAS default and returns the line describing the thread setup.
 std::string configure_threads() {
   int const threads = Space().concurrency();
-  std::string line = dpk::configure_blas_threads(threads, dpk_default_blas_threads(threads));
-  std::string const applied = dpk::applied_environment_defaults();
+  std::string line = dpk::program::configure_blas_threads(threads, dpk_default_blas_threads(threads));
+  std::string const applied = dpk::program::applied_environment_defaults();
   auto shown = [](char const* name) {
     char const* v = std::getenv(name);
     return std::string(name) + "=" + (v ? v : "(unset)");
@@ -73,7 +70,7 @@ void check_oversubscription(dpk::Communicator const& comm) {
   (void)ranks;
   (void)cores;
 #else
-  int const mask = dpk::launcher_affinity_cpus();
+  int const mask = dpk::program::launcher_affinity_cpus();
   if (mask > 0 && threads > mask && long(ranks) * threads <= long(cores))
     // Any rank can hit this (its own binding); report it from every rank that does.
     std::cerr << "dpk-train: warning: rank " << comm.rank() << " has " << threads << " thread(s) but may run on "
@@ -277,7 +274,7 @@ void export_deepmd(std::string const& in, std::string const& out) {
 int main(int argc, char** argv) {
 #if defined(KOKKOS_ENABLE_OPENMP)
   // Before MPI and before the OpenMP runtime has threads: binding defaults need a re-exec.
-  dpk::reexec_with_environment_defaults(argv, dpk::openmp_binding_defaults());
+  dpk::program::reexec_with_environment_defaults(argv, dpk::program::openmp_binding_defaults());
 #endif
   dpk::MpiSession mpi(&argc, &argv);
   int status = 0;

@@ -1,0 +1,119 @@
+#pragma once
+/// \file program_threads.hpp
+/// \brief The thread defaults of dpk's programs (docs/tuning.md): OpenMP binding applied by
+/// re-executing the program, and OpenBLAS threads per call. Process-wide changes belong to a
+/// program's main, so they live here and not in the library (include/dpk).
+#include <dpk/core/threads.hpp>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__linux__)
+#include <unistd.h>
+#endif
+
+namespace dpk::program {
+
+/// Applies dpk's default BLAS threading for a program whose host execution space has
+/// `kokkos_threads` threads, unless the user set OPENBLAS_NUM_THREADS/GOTO_NUM_THREADS, and
+/// returns a one-line description for the start banner. The default is `default_threads`
+/// (see docs/tuning.md for the measurements behind dpk-train's choice).
+inline std::string configure_blas_threads(int kokkos_threads, int default_threads) {
+  (void)kokkos_threads;
+  if (!blas_threads_controllable()) return "BLAS threads: not OpenBLAS (left as configured)";
+  if (blas_threads_set_by_user())
+    return "BLAS threads: " + std::to_string(blas_threads()) + " (OPENBLAS_NUM_THREADS/GOTO_NUM_THREADS set by the user)";
+  set_blas_threads(default_threads);
+  return "BLAS threads: " + std::to_string(blas_threads()) +
+         " (dpk default; set OPENBLAS_NUM_THREADS to override)";
+}
+
+/// CPUs the process was given by its launcher, as far as it can still be known: the count
+/// recorded before dpk's re-exec (DPK_AFFINITY_CPUS), else 0 (unknown) when OMP_PROC_BIND is
+/// active (the OpenMP runtime binds the main thread to one place when the program loads), else
+/// affinity_cpus().
+inline int launcher_affinity_cpus() {
+  if (char const* v = std::getenv("DPK_AFFINITY_CPUS")) return std::atoi(v);
+  if (char const* bind = std::getenv("OMP_PROC_BIND"); bind && std::string(bind) != "false" && std::string(bind) != "FALSE")
+    return 0;
+  return affinity_cpus();
+}
+
+/// Ranks on this node according to the MPI launcher's environment (Open MPI, MPICH/Hydra,
+/// MVAPICH, Slurm), or `unknown` when not launched by one. Usable before MPI_Init.
+inline int local_ranks_from_environment(int unknown = 1) {
+  for (char const* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE",
+                           "SLURM_NTASKS_PER_NODE"})
+    if (char const* v = std::getenv(name)) {
+      int const n = std::atoi(v);
+      if (n > 0) return n;
+    }
+  return unknown;
+}
+
+/// One environment variable a program sets for itself when the user has not.
+struct EnvironmentDefault {
+  std::string name;   ///< e.g. "OMP_PROC_BIND"
+  std::string value;  ///< e.g. "spread"
+};
+
+/// Name of the variable that records which defaults dpk applied (and stops a second re-exec).
+inline char const* environment_defaults_marker() { return "DPK_ENVIRONMENT_DEFAULTS"; }
+
+/// dpk's OpenMP binding defaults for a host (OpenMP) build: OMP_PROC_BIND=spread and
+/// OMP_PLACES=threads, each only when the user set neither of the two, and only when binding
+/// cannot pile ranks onto the same cores: one rank on this node, or ranks that the launcher
+/// gave disjoint core sets (affinity mask x local ranks <= cores). DPK_THREAD_DEFAULTS=0
+/// turns all defaults off.
+inline std::vector<EnvironmentDefault> openmp_binding_defaults() {
+  std::vector<EnvironmentDefault> out;
+  if (char const* off = std::getenv("DPK_THREAD_DEFAULTS"); off && std::string(off) == "0") return out;
+  if (environment_has("OMP_PROC_BIND") || environment_has("OMP_PLACES")) return out;
+  int const ranks = local_ranks_from_environment();
+  int const mask = affinity_cpus();
+  long const cores = long(std::thread::hardware_concurrency());
+  if (ranks > 1 && (mask <= 0 || cores <= 0 || long(mask) * ranks > cores)) return out;
+  out.push_back({"OMP_PROC_BIND", "spread"});
+  out.push_back({"OMP_PLACES", "threads"});
+  return out;
+}
+
+/// Sets `defaults` that are not yet in the environment and re-executes the program
+/// (/proc/self/exe, same arguments) so that the OpenMP runtime, which reads its environment
+/// when the program is loaded, sees them. Call first in main, before MPI and Kokkos start.
+/// Returns only when nothing needed setting, after a re-exec (the marker variable is set), or
+/// when the re-exec failed (the program then runs with the environment it had).
+inline void reexec_with_environment_defaults(char** argv, std::vector<EnvironmentDefault> const& defaults) {
+#if defined(__linux__)
+  if (environment_has(environment_defaults_marker())) return;
+  std::string applied;
+  std::vector<std::string> set_here;
+  for (auto const& d : defaults) {
+    if (environment_has(d.name.c_str())) continue;
+    ::setenv(d.name.c_str(), d.value.c_str(), 0);
+    set_here.push_back(d.name);
+    applied += (applied.empty() ? "" : " ") + d.name + "=" + d.value;
+  }
+  if (applied.empty()) return;
+  ::setenv(environment_defaults_marker(), applied.c_str(), 1);
+  ::setenv("DPK_AFFINITY_CPUS", std::to_string(affinity_cpus()).c_str(), 1);
+  ::execv("/proc/self/exe", argv);
+  // exec failed: continue unchanged (the runtime already read the old environment).
+  for (auto const& name : set_here) ::unsetenv(name.c_str());
+  ::unsetenv(environment_defaults_marker());
+  ::unsetenv("DPK_AFFINITY_CPUS");
+#else
+  (void)argv;
+  (void)defaults;
+#endif
+}
+
+/// The defaults a re-exec applied ("OMP_PROC_BIND=spread OMP_PLACES=threads"), or "".
+inline std::string applied_environment_defaults() {
+  char const* v = std::getenv(environment_defaults_marker());
+  return v ? std::string(v) : std::string();
+}
+
+}  // namespace dpk::program
