@@ -198,9 +198,11 @@ TEST_CASE_TEMPLATE("force, virial and atom virial equal DeePMD-kit's on the wate
     // Without atom virial: the same force and virial.
     dpk::View2<Scalar, Mem> f("dpk::test::force", nloc, 3), w("dpk::test::virial", 1, 9), none;
     dpk::ForceVirialWorkspace<Scalar, Mem> work;
+    dpk::detail::ProductOperands<Scalar, Mem> const in{g, p.env, p.list, 192, f, w, none};
     if (schedule == Schedule::scatter_gather)
-      dpk::detail::force_virial_scatter_gather<Scalar>(
-          Space(), dpk::detail::ProductOperands<Scalar, Mem>{g, p.env, p.list, 192, f, w, none}, work);
+      dpk::detail::force_virial_scatter_gather<Scalar>(Space(), in, work);
+    else if (schedule == Schedule::private_sums)
+      dpk::detail::force_virial_private_sums<Scalar>(Space(), in, work);
     else
       dpk::compute_force_virial(Space(), g, p.env, p.list, 192, f, w, none, work);
     auto fh = snapshot(f);
@@ -234,7 +236,7 @@ TEST_CASE("forces and virial equal finite differences of sum(g . rows)") {
   {
     std::vector<double> f2, w2, aw2;
     p.products(g, 40, f2, w2, aw2,
-               dpk::is_host_space_v<Space> ? Schedule::scatter_gather : Schedule::private_sums);
+               dpk::host_schedule_v<Space> ? Schedule::scatter_gather : Schedule::private_sums);
     for (std::size_t k = 0; k < force.size(); ++k) CHECK(f2[k] == doctest::Approx(force[k]).epsilon(1e-12));
     for (std::size_t k = 0; k < virial.size(); ++k) CHECK(w2[k] == doctest::Approx(virial[k]).epsilon(1e-12));
     for (std::size_t k = 0; k < atom_virial.size(); ++k)

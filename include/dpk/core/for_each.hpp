@@ -28,6 +28,18 @@ template <class ExecutionSpace>
 inline constexpr bool is_host_space_v =
     std::is_same_v<typename ExecutionSpace::memory_space, Kokkos::HostSpace>;
 
+/// True when dpk runs its host schedule on ExecutionSpace (per-thread blocks, private sums,
+/// chunked network passes, threaded BLAS blocks); false for its device schedule (teams, atomics,
+/// whole-batch kernels). Built with DPK_DEVICE_SCHEDULE_ON_HOST (the `*_device_schedule` tests),
+/// host spaces take the device schedule too, so that it runs in every CPU test run.
+template <class ExecutionSpace>
+inline constexpr bool host_schedule_v =
+#if defined(DPK_DEVICE_SCHEDULE_ON_HOST)
+    false;
+#else
+    is_host_space_v<ExecutionSpace>;
+#endif
+
 /// The "execution space" of work that already runs inside one host thread (a block of a
 /// parallel region): for_each_element loops inline, blas::gemm makes one single-threaded call.
 /// Lets the network layers run a chunk of rows per thread with the same code as the
@@ -54,7 +66,7 @@ void for_each_element(InThread const&, char const*, int rows, int cols, Functor 
 template <class ExecutionSpace, class Functor>
 void for_each_element(ExecutionSpace const& space, char const* label, int rows, int cols, Functor const& f) {
   if (rows <= 0 || cols <= 0) return;
-  if constexpr (is_host_space_v<ExecutionSpace>) {
+  if constexpr (host_schedule_v<ExecutionSpace>) {
     // Chunks of about 4096 elements: few scheduling steps, balanced over threads.
     int const chunk = cols >= 4096 ? 1 : 4096 / cols;
     int const nchunks = (rows + chunk - 1) / chunk;

@@ -27,7 +27,7 @@ namespace detail {
 /// one per thread, none below ~256k multiply-adds per block (thread start-up would dominate).
 template <class ExecutionSpace>
 int host_blocks(ExecutionSpace const& space, std::size_t rows, double work) {
-  if constexpr (!is_host_space_v<ExecutionSpace>) {
+  if constexpr (!host_schedule_v<ExecutionSpace>) {
     return 1;
   } else {
     int const threads = space.concurrency();
@@ -73,7 +73,7 @@ void gemm(ExecutionSpace const& space, const char* trans_a, const char* trans_b,
     detail::gemm_kk(space, trans_a, trans_b, alpha, a, b, beta, c);
     return;
   }
-  if constexpr (is_host_space_v<ExecutionSpace>) {
+  if constexpr (host_schedule_v<ExecutionSpace>) {
     space.fence();
     Kokkos::parallel_for(
         "dpk::blas::gemm_rows", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks).set_chunk_size(1),
@@ -123,7 +123,7 @@ void gemm_tn_sum(ExecutionSpace const& space, typename AView::const_value_type a
     if (rows1 > 0) detail::gemm_kk(space, "T", "N", alpha, a1, b1, rows0 > 0 ? Scalar(1) : beta, c);
     return;
   }
-  if constexpr (is_host_space_v<ExecutionSpace>) {
+  if constexpr (host_schedule_v<ExecutionSpace>) {
     space.fence();
 #if defined(DPK_HAS_HOST_BLAS)
     // Few summed rows and many rows of C (the fitting nets' weights): split the rows of C

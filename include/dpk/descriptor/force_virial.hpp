@@ -329,7 +329,7 @@ void compute_force_virial(ExecutionSpace const& space,
           "compute_force_virial: the neighbour list has no reverse index; call build_reverse_neighbors(space, list)");
   detail::ProductOperands<Scalar, typename ExecutionSpace::memory_space> const in{g,     env,    list,       natoms,
                                                                                    force, virial, atom_virial};
-  if constexpr (is_host_space_v<ExecutionSpace>) {
+  if constexpr (host_schedule_v<ExecutionSpace>) {
     // Private accumulators cost threads * (3 or 12) scalars per atom; beyond the 3 * nnei of r_ij
     // itself (many threads) the scatter/gather schedule's pair workspace is the smaller one.
     int const columns = atom_virial.extent(0) > 0 ? 12 : 3;

@@ -68,7 +68,7 @@ void build_reverse_neighbors(ExecutionSpace const& space,
   auto pair = list.reverse_pair;
   auto position = list.reverse_position;
   using Range = Kokkos::RangePolicy<ExecutionSpace>;
-  if constexpr (is_host_space_v<ExecutionSpace>) {
+  if constexpr (host_schedule_v<ExecutionSpace>) {
     int const chunks = std::max(1, std::min(int(space.concurrency()), nloc));
     std::size_t const stride = std::size_t(nloc) + 1;
     ensure_extent(list.reverse_cursor, std::size_t(chunks) * stride);

@@ -83,7 +83,7 @@ class NetworkFamily {
     }
     // Scratch rows: a whole net's rows, or chunk_rows_ per host thread on the chunked path.
     std::size_t scratch_rows = rows;
-    if (is_host_space_v<ExecutionSpace> && chunk_rows_ > 0)
+    if (host_schedule_v<ExecutionSpace> && chunk_rows_ > 0)
       scratch_rows = std::max(rows, std::size_t(ExecutionSpace().concurrency()) * chunk_rows_);
     std::size_t const flat = scratch_rows * static_cast<std::size_t>(width_max_);
     for (auto* v : {&g_a_, &g_b_, &gz_}) grow(*v, flat, "cotangent");
@@ -96,7 +96,7 @@ class NetworkFamily {
         grow(ones_, scratch_rows, "ones");
         Kokkos::deep_copy(ones_, Scalar(1));
       }
-      if (is_host_space_v<ExecutionSpace> && chunk_rows_ > 0) reserve_thread_gradients();
+      if (host_schedule_v<ExecutionSpace> && chunk_rows_ > 0) reserve_thread_gradients();
     }
   }
 
@@ -140,7 +140,7 @@ class NetworkFamily {
   /// are added in worker order (deterministic for a fixed thread count).
   void reverse_blocks(ExecutionSpace const& space, Scalar* params, Scalar* grads, std::vector<RowBlock> const& blocks,
                       Matrix x0, Matrix x0t, Matrix g_out, Matrix gt_out, Matrix g_in, bool accumulate = true) {
-    if constexpr (is_host_space_v<ExecutionSpace>) {
+    if constexpr (host_schedule_v<ExecutionSpace>) {
       if (chunk_rows_ > 0) {
         reverse_chunks(space, params, grads, blocks, x0, x0t, g_out, gt_out, g_in, accumulate);
         return;
@@ -265,7 +265,7 @@ class NetworkFamily {
   template <class Pass>
   void run_blocks(ExecutionSpace const& space, std::vector<RowBlock> const& blocks, char const* label,
                   Pass const& pass) {
-    if constexpr (is_host_space_v<ExecutionSpace>) {
+    if constexpr (host_schedule_v<ExecutionSpace>) {
       if (chunk_rows_ > 0) {
         for_each_chunk(space, blocks, label, [&](int worker, int net, int r0, int r1) {
           pass(InThread{}, scratch_start(worker), net, r0, r1);
