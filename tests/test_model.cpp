@@ -612,7 +612,9 @@ TEST_CASE("host and device schedules agree: neighbour list, environment matrix, 
   }
   std::ifstream in(path);
   REQUIRE_MESSAGE(in.good(), "no host-schedule dump at " << path << " (run test_model_schedule_write first)");
-  for (auto const& [name, values] : got) {
+  for (auto const& entry : got) {  // no structured binding: CAPTURE's lambda cannot take one under nvcc
+    std::string const& name = entry.first;
+    std::vector<double> const& values = entry.second;
     std::string stored_name;
     std::size_t n = 0;
     in >> stored_name >> n;
