@@ -1,4 +1,4 @@
-// Core utilities: workspace growth and the GEMMs (one call, row-split, split reduction) against plain loops.
+// Core utilities: workspace growth and the GEMMs (one call, row-split, split reduction, in-thread) against plain loops.
 #include <doctest/doctest.h>
 
 #include <dpk/core/compat.hpp>
@@ -150,6 +150,47 @@ TEST_CASE_TEMPLATE("threaded gemm (N,N), (N,T) and the split T,N reduction equal
   };
   tn_sum(301, 120, 47);
   tn_sum(40, 25, 200);  // 200 x 53 x 65 multiply-adds: two blocks at 2 threads
+}
+
+TEST_CASE_TEMPLATE("in-thread gemm (host BLAS and KokkosBatched serial) equals plain loops for every op", Scalar, double,
+                   float) {
+  // The product a host thread makes on its own block: through the host BLAS (unit-stride rows)
+  // when Kokkos Kernels has a BLAS TPL, and through KokkosBatched's serial GEMM (called directly,
+  // and for column-major operands, which the BLAS path does not take).
+  int const m = 9, n = 6, k = 7;
+  double const tol = sizeof(Scalar) == 8 ? 1e-14 : 2e-6;
+  auto value = [](int i, int j, int salt) { return Scalar(0.1 * ((i * 7 + j * 3 + salt) % 11) - 0.45); };
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      CAPTURE(ta);
+      CAPTURE(tb);
+      Kokkos::View<Scalar**, Kokkos::LayoutRight, Kokkos::HostSpace> a("a", ta ? k : m, ta ? m : k),
+          b("b", tb ? n : k, tb ? k : n), c_blas("c", m, n), c_batched("c", m, n);
+      Kokkos::View<Scalar**, Kokkos::LayoutLeft, Kokkos::HostSpace> a_left("a", a.extent(0), a.extent(1)),
+          b_left("b", b.extent(0), b.extent(1)), c_left("c", m, n);
+      for (std::size_t i = 0; i < a.extent(0); ++i)
+        for (std::size_t j = 0; j < a.extent(1); ++j) a(i, j) = a_left(i, j) = value(int(i), int(j), 1);
+      for (std::size_t i = 0; i < b.extent(0); ++i)
+        for (std::size_t j = 0; j < b.extent(1); ++j) b(i, j) = b_left(i, j) = value(int(i), int(j), 5);
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) c_blas(i, j) = c_batched(i, j) = c_left(i, j) = value(i, j, 2);
+      Scalar const alpha = Scalar(1.5), beta = Scalar(-0.5);
+      char const* opa = ta ? "T" : "N";
+      char const* opb = tb ? "T" : "N";
+      dpk::blas::detail::gemm_in_thread(opa, opb, alpha, a, b, beta, c_blas);
+      dpk::blas::detail::gemm_in_thread_batched(ta, tb, alpha, a, b, beta, c_batched);
+      dpk::blas::detail::gemm_in_thread(opa, opb, alpha, a_left, b_left, beta, c_left);
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+          double ref = 0;
+          for (int l = 0; l < k; ++l)
+            ref += double(ta ? a(l, i) : a(i, l)) * double(tb ? b(j, l) : b(l, j));
+          ref = double(alpha) * ref + double(beta) * double(value(i, j, 2));
+          CHECK(double(c_blas(i, j)) == doctest::Approx(ref).epsilon(tol).scale(1.0));
+          CHECK(double(c_batched(i, j)) == doctest::Approx(ref).epsilon(tol).scale(1.0));
+          CHECK(double(c_left(i, j)) == doctest::Approx(ref).epsilon(tol).scale(1.0));
+        }
+    }
 }
 
 TEST_CASE("ensure_extent grows and never shrinks") {

@@ -5,8 +5,8 @@
 /// Everything else in dpk spells Kokkos through the names defined here when the spelling
 /// differs between versions: math functions (Kokkos::Experimental:: in 3.x, Kokkos:: from 4.0)
 /// and the GEMM entry point (execution-space-instance overload only in newer Kokkos Kernels,
-/// which define KOKKOSKERNELS_VERSION; the instance-less overload exists in every version), plus
-/// the raw host BLAS wrapper (KokkosBlas::Impl::HostBlas, present with a BLAS TPL in 3.x-5.x).
+/// which define KOKKOSKERNELS_VERSION; the instance-less overload exists in every version).
+/// Products inside a host thread are in core/host_gemm.hpp.
 
 #include <Kokkos_Core.hpp>
 #include <KokkosBlas3_gemm.hpp>
@@ -22,12 +22,6 @@
 #include <deque>
 #include <string>
 #include <type_traits>
-
-#if defined(KOKKOSKERNELS_ENABLE_TPL_BLAS)
-#include <KokkosBlas_Host_tpl.hpp>
-/// Defined when dpk can make raw host BLAS calls (strided sub-blocks) through Kokkos Kernels.
-#define DPK_HAS_HOST_BLAS 1
-#endif
 
 namespace dpk {
 /// Device-callable math functions, one spelling for every supported Kokkos version.
@@ -101,41 +95,5 @@ void gemm_kk(ExecutionSpace const& space, const char* trans_a, const char* trans
 #endif
 }
 
-/// The same product from inside a host parallel region (one thread's block), with no fence and
-/// no Kokkos Tools region: with a host BLAS, rows of unit stride go straight to it (Kokkos
-/// Kernels' gemm opens a profiling region, and from Kokkos 4 a region fences every execution
-/// space when a tool is loaded, which inside a parallel region waits forever); otherwise the
-/// default-instance Kokkos Kernels overload every version has.
-template <class AView, class BView, class CView>
-void gemm_in_thread(const char* trans_a, const char* trans_b, typename AView::const_value_type alpha, AView const& a,
-                    BView const& b, typename CView::const_value_type beta, CView const& c) {
-#if defined(DPK_HAS_HOST_BLAS)
-  using Scalar = typename CView::non_const_value_type;
-  if constexpr (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>) {
-    if (a.stride(1) == 1 && b.stride(1) == 1 && c.stride(1) == 1) {
-      bool const ta = trans_a[0] != 'N' && trans_a[0] != 'n', tb = trans_b[0] != 'N' && trans_b[0] != 'n';
-      int const m = int(c.extent(0)), n = int(c.extent(1)), k = int(ta ? a.extent(0) : a.extent(1));
-      auto ld = [](auto const& v) { return int(std::max<std::size_t>({std::size_t(1), std::size_t(v.stride(0)), v.extent(1)})); };
-      // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T (same flags, operands swapped).
-      KokkosBlas::Impl::HostBlas<Scalar>::gemm(tb ? 'T' : 'N', ta ? 'T' : 'N', n, m, k, alpha, b.data(), ld(b), a.data(),
-                                               ld(a), beta, c.data(), ld(c));
-      return;
-    }
-  }
-#endif
-  KokkosBlas::gemm(trans_a, trans_b, alpha, a, b, beta, c);
-}
-
-#if defined(DPK_HAS_HOST_BLAS)
-/// C = beta C + alpha A^T B for row-major host matrices given by pointer and row stride:
-/// A (k x m, lda), B (k x n, ldb), C (m x n, ldc); A may be a column block of a wider matrix.
-/// One call of the host BLAS in the calling thread (Kokkos Kernels' wrapper, every version).
-template <class Scalar>
-void gemm_tn_host(int m, int n, int k, Scalar alpha, Scalar const* a, int lda, Scalar const* b, int ldb, Scalar beta,
-                  Scalar* c, int ldc) {
-  // Row-major C = A^T B is column-major C^T = B^T A.
-  KokkosBlas::Impl::HostBlas<Scalar>::gemm('N', 'T', n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
-}
-#endif
 }  // namespace blas::detail
 }  // namespace dpk

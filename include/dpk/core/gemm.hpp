@@ -9,10 +9,11 @@
 /// on host spaces these functions split the rows over the Kokkos threads instead, each thread
 /// making one single-threaded BLAS call on its block. Device spaces make one call (cuBLAS).
 /// The per-thread calls bypass Kokkos Kernels when a host BLAS is there (no profiling region,
-/// no fence inside the parallel region; see gemm_in_thread in compat.hpp).
+/// no fence inside the parallel region; see core/host_gemm.hpp).
 
 #include <dpk/core/compat.hpp>
 #include <dpk/core/for_each.hpp>
+#include <dpk/core/host_gemm.hpp>
 #include <dpk/core/types.hpp>
 
 #include <algorithm>

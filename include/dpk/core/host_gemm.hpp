@@ -1,0 +1,108 @@
+#pragma once
+/// \file host_gemm.hpp
+/// \brief One matrix product inside the calling host thread (a block of a host parallel
+/// region): the host BLAS when Kokkos Kernels was built with its BLAS TPL, called through the
+/// standard Fortran BLAS interface (dgemm/sgemm) of the library that TPL links, else
+/// KokkosBatched's serial GEMM. Neither goes through Kokkos Kernels' dispatch, which opens a
+/// profiling region (from Kokkos 4 a region fences every execution space while a tool is loaded:
+/// inside a parallel region that waits forever). No Kokkos Kernels implementation details are
+/// used, and nothing here changes process-wide settings.
+
+#include <KokkosBatched_Gemm_Decl.hpp>
+#include <KokkosBatched_Gemm_Serial_Impl.hpp>
+#include <KokkosKernels_config.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <type_traits>
+
+#if defined(KOKKOSKERNELS_ENABLE_TPL_BLAS) && defined(__GNUC__)
+/// Defined when dpk calls the host BLAS directly (the library linked by Kokkos Kernels' BLAS TPL).
+#define DPK_HAS_HOST_BLAS 1
+#ifndef F77_BLAS_MANGLE
+#define F77_BLAS_MANGLE(name, NAME) name##_
+#endif
+#define DPK_DETAIL_STRING2(x) #x
+#define DPK_DETAIL_STRING(x) DPK_DETAIL_STRING2(x)
+/// The Fortran BLAS symbol of `name` (Kokkos Kernels' mangling), as an assembler name.
+#define DPK_DETAIL_BLAS_SYMBOL(name, NAME) \
+  DPK_DETAIL_STRING(__USER_LABEL_PREFIX__) DPK_DETAIL_STRING(F77_BLAS_MANGLE(name, NAME))
+// dpk's own names bound to the BLAS symbols (asm labels), so that no C++ declaration of
+// dgemm_/sgemm_ (a user's BLAS header may declare them differently) can conflict with these.
+extern "C" {
+void dpk_detail_host_dgemm(char const* transa, char const* transb, int const* m, int const* n, int const* k,
+                           double const* alpha, double const* a, int const* lda, double const* b, int const* ldb,
+                           double const* beta, double* c, int const* ldc) __asm__(DPK_DETAIL_BLAS_SYMBOL(dgemm, DGEMM));
+void dpk_detail_host_sgemm(char const* transa, char const* transb, int const* m, int const* n, int const* k,
+                           float const* alpha, float const* a, int const* lda, float const* b, int const* ldb,
+                           float const* beta, float* c, int const* ldc) __asm__(DPK_DETAIL_BLAS_SYMBOL(sgemm, SGEMM));
+}
+#endif
+
+namespace dpk::blas::detail {
+
+#if defined(DPK_HAS_HOST_BLAS)
+/// Column-major C = beta C + alpha op(A) op(B) through the host BLAS (Fortran conventions).
+inline void host_gemm_colmajor(char ta, char tb, int m, int n, int k, double alpha, double const* a, int lda,
+                               double const* b, int ldb, double beta, double* c, int ldc) {
+  dpk_detail_host_dgemm(&ta, &tb, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc);
+}
+/// Column-major C = beta C + alpha op(A) op(B) through the host BLAS (float).
+inline void host_gemm_colmajor(char ta, char tb, int m, int n, int k, float alpha, float const* a, int lda,
+                               float const* b, int ldb, float beta, float* c, int ldc) {
+  dpk_detail_host_sgemm(&ta, &tb, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc);
+}
+
+/// C = beta C + alpha A^T B for row-major host matrices given by pointer and row stride:
+/// A (k x m, lda), B (k x n, ldb), C (m x n, ldc); A may be a column block of a wider matrix.
+template <class Scalar>
+void gemm_tn_host(int m, int n, int k, Scalar alpha, Scalar const* a, int lda, Scalar const* b, int ldb, Scalar beta,
+                  Scalar* c, int ldc) {
+  // Row-major C = A^T B is column-major C^T = B^T A.
+  host_gemm_colmajor('N', 'T', n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
+}
+#endif
+
+/// C = beta C + alpha op(A) op(B) with KokkosBatched's serial GEMM in the calling thread (any
+/// scalar type and strides; the fallback without a host BLAS, also tested with one).
+template <class AView, class BView, class CView>
+void gemm_in_thread_batched(bool trans_a, bool trans_b, typename AView::const_value_type alpha, AView const& a,
+                            BView const& b, typename CView::const_value_type beta, CView const& c) {
+  using KokkosBatched::Trans;
+  using Algo = KokkosBatched::Algo::Gemm::Unblocked;
+  using Scalar = typename CView::non_const_value_type;
+  Scalar const al = alpha, be = beta;
+  if (!trans_a && !trans_b)
+    KokkosBatched::SerialGemm<Trans::NoTranspose, Trans::NoTranspose, Algo>::invoke(al, a, b, be, c);
+  else if (trans_a && !trans_b)
+    KokkosBatched::SerialGemm<Trans::Transpose, Trans::NoTranspose, Algo>::invoke(al, a, b, be, c);
+  else if (!trans_a && trans_b)
+    KokkosBatched::SerialGemm<Trans::NoTranspose, Trans::Transpose, Algo>::invoke(al, a, b, be, c);
+  else
+    KokkosBatched::SerialGemm<Trans::Transpose, Trans::Transpose, Algo>::invoke(al, a, b, be, c);
+}
+
+/// C = beta C + alpha op(A) op(B) from inside a host parallel region (one thread's block), with
+/// no fence and no Kokkos Tools region: rows of unit stride in float/double go to the host BLAS,
+/// everything else to KokkosBatched's serial GEMM.
+template <class AView, class BView, class CView>
+void gemm_in_thread(const char* trans_a, const char* trans_b, typename AView::const_value_type alpha, AView const& a,
+                    BView const& b, typename CView::const_value_type beta, CView const& c) {
+  bool const ta = trans_a[0] != 'N' && trans_a[0] != 'n', tb = trans_b[0] != 'N' && trans_b[0] != 'n';
+#if defined(DPK_HAS_HOST_BLAS)
+  using Scalar = typename CView::non_const_value_type;
+  if constexpr (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>) {
+    if (a.stride(1) == 1 && b.stride(1) == 1 && c.stride(1) == 1) {
+      int const m = int(c.extent(0)), n = int(c.extent(1)), k = int(ta ? a.extent(0) : a.extent(1));
+      auto ld = [](auto const& v) { return int(std::max<std::size_t>({std::size_t(1), std::size_t(v.stride(0)), v.extent(1)})); };
+      // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T (same flags, operands swapped).
+      host_gemm_colmajor(tb ? 'T' : 'N', ta ? 'T' : 'N', n, m, k, Scalar(alpha), b.data(), ld(b), a.data(), ld(a),
+                         Scalar(beta), c.data(), ld(c));
+      return;
+    }
+  }
+#endif
+  gemm_in_thread_batched(ta, tb, alpha, a, b, beta, c);
+}
+
+}  // namespace dpk::blas::detail
