@@ -193,6 +193,19 @@ TEST_CASE_TEMPLATE("in-thread gemm (host BLAS and KokkosBatched serial) equals p
     }
 }
 
+TEST_CASE("accessibility trait of the entry points' static_asserts") {
+  // Compile-time: what the static_asserts at dpk's entry points test.
+  static_assert(dpk::accessible_v<dpk::DefaultExecutionSpace, dpk::memory_space_t<dpk::DefaultExecutionSpace>>);
+  static_assert(dpk::accessible_v<Kokkos::DefaultHostExecutionSpace, Kokkos::HostSpace>);
+  static_assert(dpk::accessible_v<dpk::InThread, Kokkos::HostSpace>);
+#if defined(KOKKOS_ENABLE_CUDA)
+  static_assert(!dpk::accessible_v<Kokkos::Cuda, Kokkos::HostSpace>);
+  static_assert(!dpk::accessible_v<Kokkos::DefaultHostExecutionSpace, Kokkos::CudaSpace>);
+  static_assert(!dpk::accessible_v<dpk::InThread, Kokkos::CudaSpace>);
+#endif
+  CHECK(dpk::accessible_v<dpk::InThread, Kokkos::HostSpace>);
+}
+
 TEST_CASE("ensure_extent grows and never shrinks") {
   dpk::View2<double, Kokkos::HostSpace> v("dpk::test::v", 2, 3);
   dpk::ensure_extent(v, 4, 3);

@@ -70,6 +70,7 @@ struct PotentialResult {
 /// Not thread-safe: use one Potential per concurrent caller.
 template <class Scalar, class ExecutionSpace = DefaultExecutionSpace>
 class Potential {
+  static_assert(Kokkos::is_execution_space<ExecutionSpace>::value, "dpk: ExecutionSpace must be a Kokkos execution space");
  public:
   using execution_space = ExecutionSpace;          ///< where the kernels run
   using memory_space = memory_space_t<ExecutionSpace>;  ///< where the device Views live

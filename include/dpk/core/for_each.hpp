@@ -5,6 +5,8 @@
 /// SIMD-vectorised loop over the columns (a host TeamVectorRange strides by the team size and
 /// does not vectorise: 3-4x slower on the network kernels).
 
+#include <dpk/core/types.hpp>
+
 #include <Kokkos_Core.hpp>
 
 #include <type_traits>
@@ -50,6 +52,10 @@ struct InThread {
   static constexpr int concurrency() { return 1; }
   static void fence() {}
 };
+
+/// Work inside a host thread reaches what the host reaches.
+template <class MemorySpace>
+inline constexpr bool accessible_v<InThread, MemorySpace> = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible;
 
 /// Calls f(r, c) for 0 <= r < rows, 0 <= c < cols in the calling host thread, each row one
 /// vectorised loop.

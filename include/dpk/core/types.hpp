@@ -21,6 +21,14 @@ using DefaultExecutionSpace = Kokkos::DefaultExecutionSpace;
 template <class ExecutionSpace>
 using memory_space_t = typename ExecutionSpace::memory_space;
 
+/// Whether kernels of ExecutionSpace can read and write Views in MemorySpace; dpk's entry points
+/// that take both static_assert it (a host View passed to a CUDA call fails to compile).
+template <class ExecutionSpace, class MemorySpace>
+inline constexpr bool accessible_v = Kokkos::SpaceAccessibility<ExecutionSpace, MemorySpace>::accessible;
+
+/// The message of those static_asserts.
+#define DPK_ACCESSIBLE_MESSAGE "dpk: the Views' memory space is not accessible from the execution space"
+
 /// Rank-1..4 Views in `MemorySpace`, LayoutRight (row-major, like the .npy files).
 template <class T, class MemorySpace>
 using View1 = Kokkos::View<T*, Kokkos::LayoutRight, MemorySpace>;

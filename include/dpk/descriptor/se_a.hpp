@@ -50,6 +50,7 @@ template <class ExecutionSpace, class MemorySpace>
 void build_embedding_rows(ExecutionSpace const& space, View2<int, MemorySpace> const& count,
                           View1<int, MemorySpace> const& types, std::vector<int> const& sel_offset, int nloc,
                           bool type_one_side, EmbeddingRows<MemorySpace>& rows) {
+  static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
   int const ntypes = static_cast<int>(sel_offset.size()) - 1;
   int const nnets = type_one_side ? ntypes : ntypes * ntypes;
   rows.nloc = nloc;
@@ -135,6 +136,7 @@ template <class ExecutionSpace, class Scalar, class MemorySpace>
 void gather_embedding_column(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
                              View3<Scalar, MemorySpace> const& source, bool constants_from_empty_row,
                              MatrixView<Scalar, MemorySpace> s) {
+  static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
   auto count = in.count;
   auto row_offset = in.rows.row_offset;
   auto sel_offset = in.rows.sel_offset;
@@ -205,6 +207,7 @@ void contract_descriptor(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
                          MatrixView<Scalar, MemorySpace> g, View3<Scalar, MemorySpace> const& t_out,
                          MatrixView<Scalar, MemorySpace> d, MatrixView<Scalar, MemorySpace> gt = {},
                          View3<Scalar, MemorySpace> const& v = {}, View3<Scalar, MemorySpace> const& t_value = {}) {
+  static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
   using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
   auto env = in.env;
   auto count = in.count;
@@ -288,6 +291,7 @@ template <class ExecutionSpace, class Scalar, class MemorySpace>
 void descriptor_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
                           MatrixView<Scalar, MemorySpace> gd, View3<Scalar, MemorySpace> const& t,
                           View3<Scalar, MemorySpace> const& out, bool accumulate) {
+  static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
   auto position = in.position;
   int const m1 = in.m1, m2 = in.m2;
   int const centre_rows = in.centre_rows < 0 ? in.nloc : in.centre_rows;
@@ -310,6 +314,7 @@ void descriptor_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemoryS
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 void zero_constant_rows(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
                         MatrixView<Scalar, MemorySpace> x) {
+  static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
   auto const_base = in.rows.const_base;
   int const ntypes = in.ntypes, ncol = static_cast<int>(x.extent(1));
   Kokkos::parallel_for(
@@ -327,6 +332,7 @@ void embedding_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
                          View3<Scalar, MemorySpace> const& gtm, MatrixView<Scalar, MemorySpace> gg,
                          bool constant_rows, View3<Scalar, MemorySpace> const& a = {},
                          View3<Scalar, MemorySpace> const& v = {}) {
+  static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
   using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
   auto env = in.env;
   auto count = in.count;
@@ -398,6 +404,7 @@ template <class ExecutionSpace, class Scalar, class MemorySpace>
 void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
                            View3<Scalar, MemorySpace> const& a, MatrixView<Scalar, MemorySpace> g,
                            MatrixView<Scalar, MemorySpace> gs, View3<Scalar, MemorySpace> const& out) {
+  static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
   auto count = in.count;
   auto row_offset = in.rows.row_offset;
   auto sel_offset = in.rows.sel_offset;

@@ -100,6 +100,7 @@ class CoincidentAtomsError : public Error {
 
 template <class Scalar, class ExecutionSpace>
 class EnergyModel {
+  static_assert(Kokkos::is_execution_space<ExecutionSpace>::value, "dpk: ExecutionSpace must be a Kokkos execution space");
  public:
   using execution_space = ExecutionSpace;
   using memory_space = typename ExecutionSpace::memory_space;

@@ -108,6 +108,7 @@ KOKKOS_INLINE_FUNCTION void bucket_sort(std::uint64_t* key, int* image, int n, f
 /// if that float32 r^2 <= rcut^2. Beyond sel[t] the farthest are dropped and counted.
 template <class Scalar, class ExecutionSpace>
 class NeighborSearch {
+  static_assert(Kokkos::is_execution_space<ExecutionSpace>::value, "dpk: ExecutionSpace must be a Kokkos execution space");
  public:
   using execution_space = ExecutionSpace;
   using memory_space = typename ExecutionSpace::memory_space;

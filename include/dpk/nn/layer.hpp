@@ -169,6 +169,7 @@ template <class ExecutionSpace, class Scalar, class MemorySpace>
 void layer_forward(ExecutionSpace const& space, LayerShape const& shape,
                    LayerParams<Scalar, MemorySpace> const& p, MatrixView<Scalar, MemorySpace> x,
                    MatrixView<Scalar, MemorySpace> h, MatrixView<Scalar, MemorySpace> out) {
+  static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
   int const rows = static_cast<int>(x.extent(0));
   if (rows == 0) return;
   int const n_in = shape.n_in, n_out = shape.n_out;
@@ -191,6 +192,7 @@ template <class ExecutionSpace, class Scalar, class MemorySpace>
 void layer_tangent(ExecutionSpace const& space, LayerShape const& shape, LayerParams<Scalar, MemorySpace> const& p,
                    MatrixView<Scalar, MemorySpace> xt, MatrixView<Scalar, MemorySpace> h,
                    MatrixView<Scalar, MemorySpace> zt, MatrixView<Scalar, MemorySpace> outt) {
+  static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
   int const rows = static_cast<int>(xt.extent(0));
   if (rows == 0) return;
   int const n_in = shape.n_in, n_out = shape.n_out;
@@ -282,6 +284,7 @@ Scalar run_dense_cotangent(ExecutionSpace const& space, char const* label, Layer
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 Scalar layer_skip_cotangent(ExecutionSpace const& space, LayerShape const& shape, MatrixView<Scalar, MemorySpace> g,
                             MatrixView<Scalar, MemorySpace> gx) {
+  static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
   if (shape.skip == Skip::none) return Scalar(0);
   int const rows = static_cast<int>(g.extent(0));
   int const n_in = shape.n_in;
@@ -299,6 +302,7 @@ void layer_backward_input(ExecutionSpace const& space, LayerShape const& shape,
                           LayerParams<Scalar, MemorySpace> const& p, MatrixView<Scalar, MemorySpace> h,
                           MatrixView<Scalar, MemorySpace> g, MatrixView<Scalar, MemorySpace> gz,
                           MatrixView<Scalar, MemorySpace> gx) {
+  static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
   int const rows = static_cast<int>(g.extent(0));
   if (rows == 0) return;
   if (!shape.tanh) {
@@ -316,6 +320,7 @@ namespace detail {
 /// m = 0 elementwise (nothing for an empty matrix).
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 void fill_zero(ExecutionSpace const& space, MatrixView<Scalar, MemorySpace> m) {
+  static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
   for_each_element(space, "dpk::nn::Dense::zero", int(m.extent(0)), int(m.extent(1)),
                    KOKKOS_LAMBDA(int const r, int const c) { m(r, c) = Scalar(0); });
 }
@@ -344,6 +349,7 @@ void layer_reverse(ExecutionSpace const& space, LayerShape const& shape, LayerPa
                    MatrixView<Scalar, MemorySpace> gt, MatrixView<Scalar, MemorySpace> gzt,
                    ReverseScratch<Scalar, MemorySpace> const& scratch, MatrixView<Scalar, MemorySpace> gx,
                    bool accumulate = true) {
+  static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
   int const rows = static_cast<int>(g.extent(0));
   if (rows == 0) {  // an empty sum: the gradient is zero unless accumulating
     if (!accumulate) {
