@@ -19,8 +19,9 @@
 
 // Kokkos deep copies in one training step of the timing-file test (update with the batch
 // upload, lcurve line with validation, checkpoint): measured 20 with Kokkos 3.4 and 4.6, 1 and 2
-// threads. The bound keeps it from growing; issue 15's goal is the loss scalars only.
-#define DPK_TEST_MAX_DEEP_COPIES_PER_STEP 20
+// threads; 15 since the embedding-row boundaries are gathered on the device (one copy instead of
+// one per net plus one). The bound keeps it from growing; issue 15's goal is the loss scalars only.
+#define DPK_TEST_MAX_DEEP_COPIES_PER_STEP 15
 
 namespace {
 

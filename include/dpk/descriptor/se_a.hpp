@@ -35,7 +35,8 @@ struct EmbeddingRows {
   View1<int, MemorySpace> const_base{"dpk::descriptor::EmbeddingRows::const_base", 0};     ///< (nnets)
   View1<int, MemorySpace> sel_offset{"dpk::descriptor::EmbeddingRows::sel_offset", 0};     ///< (ntypes + 1)
   View1<int, MemorySpace> scan{"dpk::descriptor::EmbeddingRows::scan", 0};                 ///< (nnets*nloc + 1)
-  Kokkos::View<int*, Kokkos::HostSpace> boundary_host, const_base_host;  ///< host staging, kept
+  View1<int, MemorySpace> boundary{"dpk::descriptor::EmbeddingRows::boundary", 0};         ///< (nnets + 1)
+  Kokkos::View<int*, Kokkos::HostSpace> boundary_host;  ///< host copy of `boundary`, kept
   std::vector<int> begin, filled;  ///< host: first row and filled rows of each net
   int total_rows = 0;              ///< host: rows of all nets, constant rows included
 
@@ -79,27 +80,39 @@ void build_embedding_rows(ExecutionSpace const& space, View2<int, MemorySpace> c
         return mine ? count(i, tj) : 0;
       },
       scan);
-  // Host: per-net row blocks (nnets + 1 integers, one strided copy into a kept host buffer).
-  if (rows.boundary_host.extent(0) < std::size_t(nnets + 1)) {
-    rows.boundary_host = Kokkos::View<int*, Kokkos::HostSpace>("dpk::descriptor::EmbeddingRows::boundary", nnets + 1);
-    rows.const_base_host = Kokkos::View<int*, Kokkos::HostSpace>("dpk::descriptor::EmbeddingRows::const_base_host", nnets);
+  // Per-net row blocks: the scan at each net's start gathered on the device (nnets + 1
+  // integers, one copy to the host, which sizes the GEMMs), const_base computed there too.
+  ensure_extent(rows.boundary, nnets + 1);
+  if (rows.boundary_host.extent(0) < std::size_t(nnets + 1))
+    rows.boundary_host = Kokkos::View<int*, Kokkos::HostSpace>("dpk::descriptor::EmbeddingRows::boundary_host", nnets + 1);
+  {
+    auto boundary = rows.boundary;
+    auto const_base = rows.const_base;
+    Kokkos::parallel_for(
+        "dpk::descriptor::EmbeddingRows::boundaries", Kokkos::RangePolicy<ExecutionSpace>(space, 0, 1),
+        KOKKOS_LAMBDA(int) {
+          int next = 0;
+          for (int k = 0; k <= nnets; ++k) boundary(k) = scan(std::size_t(k) * nloc);
+          for (int k = 0; k < nnets; ++k) {
+            int const filled = boundary(k + 1) - boundary(k);
+            const_base(k) = next + filled;  // the net's constant rows follow its filled rows
+            next += filled + ntypes;
+          }
+        });
+    Kokkos::deep_copy(space, Kokkos::subview(rows.boundary_host, std::make_pair(0, nnets + 1)),
+                      Kokkos::subview(boundary, std::make_pair(0, nnets + 1)));
+    space.fence();
   }
-  for (int k = 0; k <= nnets; ++k)
-    Kokkos::deep_copy(space, Kokkos::subview(rows.boundary_host, k), Kokkos::subview(scan, std::size_t(k) * nloc));
-  space.fence();
   auto const& boundary = rows.boundary_host;
   rows.begin.assign(nnets, 0);
   rows.filled.assign(nnets, 0);
   int next = 0;
-  auto const_base_host = Kokkos::subview(rows.const_base_host, std::make_pair(0, nnets));
   for (int k = 0; k < nnets; ++k) {
     rows.begin[k] = next;
     rows.filled[k] = boundary(k + 1) - boundary(k);
-    const_base_host(k) = next + rows.filled[k];
     next += rows.filled[k] + ntypes;
   }
   rows.total_rows = next;
-  Kokkos::deep_copy(space, Kokkos::subview(rows.const_base, std::make_pair(0, nnets)), const_base_host);
   auto row_offset = rows.row_offset;
   auto const_base = rows.const_base;
   Kokkos::parallel_for(
