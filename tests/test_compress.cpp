@@ -6,12 +6,16 @@
 
 #include <dpk/io/npy.hpp>
 #include <dpk/model/energy_model.hpp>
+#include <dpk/potential.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 namespace {
 
@@ -410,4 +414,127 @@ TEST_CASE("compression errors: step, extrapolate, training a compressed model") 
                        doctest::Contains("training a compressed model"), dpk::Error);
   model.set_embedding_table(dpk::EmbeddingTableData{});  // back to the nets
   CHECK_FALSE(model.compressed());
+}
+
+namespace {
+
+/// The water fixture (tos true) as a model file's contents.
+dpk::ModelFileData fixture_model_data() {
+  dpk::ModelFileData d;
+  d.kind = "model";
+  d.precision = "float64";
+  d.ntypes = 2;
+  d.type_map = {"O", "H"};
+  d.descriptor = fixture_descriptor(true);
+  d.fitting = fixture_fitting();
+  dpk::EnergyModel<double, Space> model(d.descriptor, d.fitting, d.ntypes);
+  load_fixture_model(model, fixture_dir(true));
+  d.parameters = model.parameters_host();
+  for (auto const& t : model.tensors()) d.tensors.push_back({t.name, t.shape, t.offset});
+  d.avg = model.statistics_avg();
+  d.stdev = model.statistics_std();
+  d.energy_bias = model.energy_bias();
+  return d;
+}
+
+std::string temporary_model(char const* name) {
+  return (std::filesystem::temp_directory_path() /
+          ("dpk_test_compress_" + std::to_string(::getpid()) + "_" + name + ".dpk"))
+      .string();
+}
+
+}  // namespace
+
+TEST_CASE("min_neighbor_distance equals a brute-force search over periodic images") {
+  dpk::EnergyModel<double, Space> model(fixture_descriptor(true), fixture_fitting(), 2);
+  load_fixture_model(model, fixture_dir(true));
+  auto const coord = frame_array(0, "coord"), box = frame_array(0, "box");
+  auto frames = make_frames<double>(coord, box, water_types());
+  double const got = model.min_neighbor_distance(Space(), frames);
+  double want = 1e300;
+  for (int i = 0; i < 192; ++i)
+    for (int j = 0; j < 192; ++j)
+      for (int a = -1; a <= 1; ++a)
+        for (int b = -1; b <= 1; ++b)
+          for (int c = -1; c <= 1; ++c) {
+            if (i == j && a == 0 && b == 0 && c == 0) continue;
+            double r2 = 0;
+            for (int d = 0; d < 3; ++d) {
+              double const x = coord[3 * j + d] + a * box[d] + b * box[3 + d] + c * box[6 + d] - coord[3 * i + d];
+              r2 += x * x;
+            }
+            want = std::min(want, std::sqrt(r2));
+          }
+  MESSAGE("smallest neighbour distance of water frame 0: ", got, " A");
+  CHECK(got == doctest::Approx(want).epsilon(1e-14));
+}
+
+TEST_CASE("a compressed model file keeps the weights, and Potential on it equals the uncompressed model") {
+  dpk::ModelFileData plain = fixture_model_data();
+  dpk::ModelFileData packed = plain;
+  dpk::EnergyModel<double, Space> model(plain.descriptor, plain.fitting, plain.ntypes);
+  load_fixture_model(model, fixture_dir(true));
+  double rmin = 1e300;
+  for (int frame = 0; frame < 2; ++frame) {
+    auto frames = make_frames<double>(frame_array(frame, "coord"), frame_array(frame, "box"), water_types());
+    rmin = std::min(rmin, model.min_neighbor_distance(Space(), frames));
+  }
+  packed.compression = dpk::model_compression(model.build_embedding_table(rmin, 0.01, 5), rmin, 1);
+  std::string const plain_path = temporary_model("plain"), packed_path = temporary_model("packed");
+  dpk::write_model_file(plain_path, plain);
+  dpk::write_model_file(packed_path, packed);
+  dpk::ModelFileData const back = dpk::read_model_file(packed_path);
+  REQUIRE(back.compression);
+  CHECK(back.parameters == plain.parameters);  // the original weights stay
+  CHECK(back.compression->table == packed.compression->table);
+  CHECK(back.compression->min_neighbor_distance == rmin);
+  CHECK(back.compression->check_frequency == 1);
+  CHECK(back.compression->nets.size() == 2u);
+  {
+    dpk::Potential<double> a(plain_path), b(packed_path);
+    CHECK_FALSE(a.compressed());
+    CHECK(b.compressed());
+    for (int frame = 0; frame < 2; ++frame) {
+      auto const ra = a.compute(frame_array(frame, "coord"), water_types(), frame_array(frame, "box"), true);
+      auto const rb = b.compute(frame_array(frame, "coord"), water_types(), frame_array(frame, "box"), true);
+      double const de = max_abs_difference(ra.atom_energy, rb.atom_energy);
+      double const df = max_abs_difference(ra.force, rb.force);
+      double const dw = max_abs_difference(ra.virial, rb.virial);
+      MESSAGE("Potential float64 frame ", frame, ": max |dE_i| ", de, " eV, max |dF| ", df, " eV/A, max |dW| ", dw);
+      CHECK(de < 1e-9);
+      CHECK(df < 1e-8);
+      CHECK(dw < 1e-7);
+    }
+    CHECK(b.lookups_outside_table() == 0);  // checked on every call (check_frequency 1)
+    dpk::Potential<float> c(packed_path);
+    CHECK(c.compressed());
+    auto const ra = a.compute(frame_array(0, "coord"), water_types(), frame_array(0, "box"), true);
+    auto const rc = c.compute(frame_array(0, "coord"), water_types(), frame_array(0, "box"), true);
+    MESSAGE("Potential float32 (compressed) vs float64 (uncompressed): max |dE_i| ",
+            max_abs_difference(ra.atom_energy, rc.atom_energy), " eV, max |dF| ", max_abs_difference(ra.force, rc.force),
+            " eV/A");
+    CHECK(max_abs_difference(ra.force, rc.force) < 1e-3);
+  }
+  // Damaged compression sections are refused with the file named.
+  auto refused = [&](dpk::ModelFileData const& d, char const* what) {
+    dpk::write_model_file(packed_path, d);
+    CHECK_THROWS_WITH_AS(dpk::read_model_file(packed_path), doctest::Contains(what), dpk::Error);
+  };
+  dpk::ModelFileData bad = packed;
+  bad.compression->table.pop_back();
+  refused(bad, "block 'embedding_table' has");
+  bad = packed;
+  bad.compression->nets.pop_back();
+  refused(bad, "'compression.nets' has 1 entries");
+  bad = packed;
+  bad.compression->step = 0;
+  refused(bad, "'compression.step' must be a positive number");
+  bad = packed;
+  bad.compression->nets[0].first_intervals += 1;
+  refused(bad, "range is not [lower, upper)");
+  bad = packed;
+  bad.compression->m1 = 8;
+  refused(bad, "'compression.m1' is 8");
+  std::filesystem::remove(plain_path);
+  std::filesystem::remove(packed_path);
 }

@@ -22,8 +22,10 @@
 #include <dpk/descriptor/se_a.hpp>
 #include <dpk/nn/layer.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dpk {
