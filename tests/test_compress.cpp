@@ -538,3 +538,49 @@ TEST_CASE("a compressed model file keeps the weights, and Potential on it equals
   std::filesystem::remove(plain_path);
   std::filesystem::remove(packed_path);
 }
+
+TEST_CASE_TEMPLATE("the water example's architecture ([25, 50, 100], axis 16, random weights): compressed equals plain",
+                   Scalar, double, float) {
+  dpk::DescriptorConfig d = fixture_descriptor(true);
+  d.neuron = {25, 50, 100};
+  d.axis_neuron = 16;
+  dpk::FittingConfig f = fixture_fitting();
+  f.neuron = {240, 240, 240};
+  dpk::EnergyModel<Scalar, Space> plain(d, f, 2), packed(d, f, 2);
+  auto const params = dpk::initial_parameters(plain.layout(), 3);
+  auto const avg = dpk::read_npy(fixture_dir(true) + "avg.npy").data, sd = dpk::read_npy(fixture_dir(true) + "std.npy").data;
+  for (auto* m : {&plain, &packed}) {
+    m->set_parameters(params);
+    m->set_statistics(avg, sd);
+    m->set_energy_bias({-93.5, -187.25});
+  }
+  // Tables built in double from the same weights, for the frames' smallest neighbour distance.
+  dpk::EnergyModel<double, Space> builder(d, f, 2);
+  builder.set_parameters(params);
+  builder.set_statistics(avg, sd);
+  double rmin = 1e300;
+  for (int frame = 0; frame < 2; ++frame)
+    rmin = std::min(rmin, builder.min_neighbor_distance(
+                              Space(), make_frames<double>(frame_array(frame, "coord"), frame_array(frame, "box"),
+                                                           water_types())));
+  packed.set_embedding_table(builder.build_embedding_table(rmin, 0.01, 5));
+  for (int frame = 0; frame < 2; ++frame) {
+    auto frames = make_frames<Scalar>(frame_array(frame, "coord"), frame_array(frame, "box"), water_types());
+    dpk::Prediction<Scalar, Mem> a, b;
+    plain.predict(Space(), frames, a, true);
+    packed.predict(Space(), frames, b, true);
+    double const de = max_abs_difference(host(a.atom_energy), host(b.atom_energy));
+    double const df = max_abs_difference(host(a.force), host(b.force));
+    double const dw = max_abs_difference(host(a.virial), host(b.virial));
+    MESSAGE((sizeof(Scalar) == 8 ? "float64" : "float32"), " water architecture frame ", frame, ": max |dE_i| ", de,
+            " eV, max |dF| ", df, " eV/A, max |dW| ", dw, " eV");
+    CHECK(packed.lookups_outside_table(Space()) == 0);
+    if (sizeof(Scalar) == 8) {
+      CHECK(de < 1e-9);
+      CHECK(df < 1e-8);
+    } else {
+      CHECK(de < 1e-3);
+      CHECK(df < 1e-3);
+    }
+  }
+}
