@@ -8,9 +8,12 @@
 #endif
 #include "../tests/neighbor_test_helpers.hpp"
 
+#include <dpk/core/profiling.hpp>
 #include <dpk/model/energy_model.hpp>
 
 #include <benchmark/benchmark.h>
+
+#include <string>
 
 namespace {
 
@@ -66,7 +69,11 @@ void inference(benchmark::State& state, bool compressed) {
     Space().fence();
   };
   step();  // sizes the workspaces (steady state is what an MD run sees)
+  dpk::RegionTimes regions;  // milliseconds per step of each stage (profiling regions, fenced)
   for (auto _ : state) step();
+  for (char const* stage : {"neighbors", "environment", "batch_setup", "forward", "forces"})
+    state.counters[std::string(stage) + "_ms"] =
+        1e3 * regions.seconds(std::string("dpk::") + stage) / double(state.iterations());
   state.counters["atoms"] = batch.natoms;
   state.counters["atom-steps/s"] =
       benchmark::Counter(double(batch.natoms) * state.iterations(), benchmark::Counter::kIsRate);
