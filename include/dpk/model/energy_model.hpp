@@ -433,7 +433,9 @@ class EnergyModel {
       return m;
     };
     double const rows = in_.rows.total_rows, nloc = in_.nloc, m1 = m1_, m2 = m2_;
-    double const emb = rows * macs(layout_.embedding_shapes), fit = nloc * macs(layout_.fitting_shapes);
+    // A compressed model evaluates no embedding nets (its table lookups are not counted).
+    double const emb = compressed() ? 0.0 : rows * macs(layout_.embedding_shapes);
+    double const fit = nloc * macs(layout_.fitting_shapes);
     double const t = rows * m1 * 4, d = nloc * m1 * m2 * 4;  // T = G^T Rn, D = T T<^T
     FlopCount f;
     f.forward = 2 * (emb + fit + t + d);
