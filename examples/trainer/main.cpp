@@ -15,7 +15,6 @@
 // per call as dpk_default_blas_threads below unless OPENBLAS_NUM_THREADS is set; both are
 // printed at start. DPK_THREAD_DEFAULTS=0 turns the binding default off.
 #include <dpk/core/threads.hpp>
-#include <dpk/io/load_model.hpp>
 #include <dpk/train.hpp>
 
 #include <CLI/CLI.hpp>
@@ -23,6 +22,8 @@
 #if defined(DPK_ENABLE_INTEROP)
 #include <dpk/interop/deepmd.hpp>
 #endif
+
+#include <dpk/io/load_model.hpp>  // compressed models: their tables as the model takes them
 
 #include <cmath>
 #include <cstdio>
