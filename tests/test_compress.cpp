@@ -393,7 +393,7 @@ TEST_CASE("lookups beyond the tables are counted and hold the end value") {
     CHECK(dpk::table_value(&table.coefficients(0, interval, 0), data.m1, m, u) == doctest::Approx(g[m]).epsilon(1e-12));
 }
 
-TEST_CASE("compression errors: step, extrapolate, training a compressed model") {
+TEST_CASE("compression errors: step, extrapolate, distance") {
   dpk::EnergyModel<double, Space> model(fixture_descriptor(true), fixture_fitting(), 2);
   load_fixture_model(model, fixture_dir(true));
   CHECK_THROWS_WITH_AS(model.build_embedding_table(0.8, 0, 5), doctest::Contains("--step must be positive"),
@@ -405,15 +405,82 @@ TEST_CASE("compression errors: step, extrapolate, training a compressed model") 
   CHECK_THROWS_WITH_AS(model.build_embedding_table(0, 0.01, 5), doctest::Contains("smallest neighbour distance"),
                        dpk::Error);
   model.set_embedding_table(model.build_embedding_table(0.8, 0.01, 5));
-  auto frames = make_frames<double>(frame_array(0, "coord"), frame_array(0, "box"), water_types());
+  CHECK(model.compressed());
+  model.set_embedding_table(dpk::EmbeddingTableData{});  // back to the nets
+  CHECK_FALSE(model.compressed());
+}
+
+TEST_CASE("loss gradient of a compressed model: fitting nets as the uncompressed model's, embedding nets 0, "
+          "and central differences") {
+  // Labels away from the predictions (the fixture's own labels would give a zero gradient).
+  auto const coord = frame_array(0, "coord"), box = frame_array(0, "box"), force = frame_array(0, "force"),
+             virial = frame_array(0, "virial"), atom_energy = frame_array(0, "atom_energy");
+  auto frames = make_frames<double>(coord, box, water_types());
   dpk::Labels<double, Mem> labels;
+  labels.has_virial = true;
   labels.energy = dpk::View1<double, Mem>("e", 1);
   labels.force = dpk::View2<double, Mem>("f", 192, 3);
   labels.virial = dpk::View2<double, Mem>("v", 1, 9);
-  CHECK_THROWS_WITH_AS(model.loss_and_gradient(Space(), frames, labels, {1, 1, 0}),
-                       doctest::Contains("training a compressed model"), dpk::Error);
-  model.set_embedding_table(dpk::EmbeddingTableData{});  // back to the nets
-  CHECK_FALSE(model.compressed());
+  {
+    auto he = Kokkos::create_mirror_view(labels.energy);
+    auto hf = Kokkos::create_mirror_view(labels.force);
+    auto hv = Kokkos::create_mirror_view(labels.virial);
+    he(0) = 1.5;
+    for (double e : atom_energy) he(0) += e;
+    for (int k = 0; k < 192 * 3; ++k) hf(k / 3, k % 3) = 0.9 * force[k] + 0.05 * std::sin(k);
+    for (int k = 0; k < 9; ++k) hv(0, k) = virial[k] + 0.3;
+    Kokkos::deep_copy(labels.energy, he);
+    Kokkos::deep_copy(labels.force, hf);
+    Kokkos::deep_copy(labels.virial, hv);
+  }
+  dpk::LossPrefactors const pref{0.5, 2.0, 0.3};
+  for (auto schedule : {dpk::TableSchedule::host, dpk::TableSchedule::device}) {
+    CAPTURE(int(schedule));
+    dpk::EnergyModel<double, Space> plain(fixture_descriptor(false), fixture_fitting(), 2);
+    dpk::EnergyModel<double, Space> packed(fixture_descriptor(false), fixture_fitting(), 2);
+    load_fixture_model(plain, fixture_dir(false));
+    load_fixture_model(packed, fixture_dir(false));
+    packed.set_embedding_table(packed.build_embedding_table(0.8, 0.01, 5));
+    packed.set_table_schedule(schedule);
+    auto const lp = plain.loss_and_gradient(Space(), frames, labels, pref);
+    auto const lc = packed.loss_and_gradient(Space(), frames, labels, pref);
+    CHECK(lc.loss == doctest::Approx(lp.loss).epsilon(1e-12));
+    auto const gp = plain.gradient_host(), gc = packed.gradient_host();
+    double worst = 0, scale = 0;
+    for (auto const& t : packed.tensors()) {
+      bool const fitting = t.name.rfind("fitting", 0) == 0;
+      for (std::size_t k = t.offset; k < t.offset + t.size(); ++k) {
+        if (!fitting) {
+          CHECK(gc[k] == 0.0);
+          continue;
+        }
+        worst = std::max(worst, std::abs(gc[k] - gp[k]));
+        scale = std::max(scale, std::abs(gp[k]));
+      }
+    }
+    MESSAGE("fitting-net gradient, compressed vs uncompressed: max |diff| ", worst, " (largest entry ", scale, ")");
+    CHECK(worst < 1e-9 * scale);
+    // Central differences of the compressed model's own loss, a few entries of every fitting tensor.
+    auto params = packed.parameters_host();
+    double worst_fd = 0;
+    for (auto const& t : packed.tensors()) {
+      if (t.name.rfind("fitting", 0) != 0) continue;
+      for (std::size_t k = t.offset; k < t.offset + t.size(); k += 1 + t.size() / 3) {
+        double const h = 1e-6 * std::max(1.0, std::abs(params[k]));
+        auto loss_at = [&](double value) {
+          auto p = params;
+          p[k] = value;
+          packed.set_parameters(p);
+          return packed.evaluate_loss(Space(), frames, labels, pref).loss;
+        };
+        double const fd = (loss_at(params[k] + h) - loss_at(params[k] - h)) / (2 * h);
+        worst_fd = std::max(worst_fd, std::abs(fd - gc[k]) / std::max(1.0, std::abs(fd)));
+        CHECK(gc[k] == doctest::Approx(fd).epsilon(1e-5).scale(1.0));
+      }
+    }
+    packed.set_parameters(params);
+    MESSAGE("fitting-net gradient vs central differences: max rel. difference ", worst_fd);
+  }
 }
 
 namespace {

@@ -448,6 +448,97 @@ void tabulated_descriptor(ExecutionSpace const& space, SeAInputs<Scalar, MemoryS
                          kernel);
 }
 
+/// TabulatedDescriptor_tangent: T' and D' of one centre (see tabulated_descriptor_tangent).
+template <class Scalar, class MemorySpace>
+struct TabulatedTangentKernel {
+  TabulatedOperands<Scalar, MemorySpace> op;
+  View3<Scalar, MemorySpace> v, t_value, t_out;
+  MatrixView<Scalar, MemorySpace> d;
+
+  template <class Channels>
+  KOKKOS_INLINE_FUNCTION void centre(int i, Channels const& channels) const {
+    int const ti = op.types(i), m1 = op.m1;
+    Scalar* const tr = &t_out(i, 0, 0);
+    channels([&](int const m) {
+      for (int c = 0; c < 4; ++c) tr[c * m1 + m] = Scalar(0);
+    });
+    for (int tj = 0; tj < op.ntypes; ++tj) {
+      int const k = EmbeddingRows<MemorySpace>::net_of(op.type_one_side, op.ntypes, ti, tj);
+      int const first = op.sel_offset(tj), n = op.count(i, tj);
+      for (int j = 0; j < n; ++j) {  // empty slots: constant rows, zero tangent
+        Scalar const* const r = &op.env(i, first + j, 0);
+        Scalar const* const vr = &v(i, first + j, 0);
+        int interval;
+        Scalar u;
+        bool outside;
+        table_locate(op.table, k, r[0], interval, u, outside);
+        Scalar const* const a = &op.table.coefficients(k, interval, 0);
+        Scalar const ds = outside ? Scalar(0) : vr[0] * op.inv_nnei;  // s' / nnei (G' = 0 beyond the table)
+        Scalar const r0 = r[0] * ds, r1 = r[1] * ds, r2 = r[2] * ds, r3 = r[3] * ds;
+        Scalar const v0 = vr[0] * op.inv_nnei, v1 = vr[1] * op.inv_nnei, v2 = vr[2] * op.inv_nnei,
+                     v3 = vr[3] * op.inv_nnei;
+        channels([&](int const m) {
+          Scalar const g = table_value(a, m1, m, u), dg = table_derivative(a, m1, m, u);
+          tr[m] += dg * r0 + g * v0;
+          tr[m1 + m] += dg * r1 + g * v1;
+          tr[2 * m1 + m] += dg * r2 + g * v2;
+          tr[3 * m1 + m] += dg * r3 + g * v3;
+        });
+      }
+    }
+  }
+
+  /// Row m of D'_i = T'_i T_i<^T + T_i T'_i<^T.
+  KOKKOS_INLINE_FUNCTION void descriptor_row(int i, int m) const {
+    int const m1 = op.m1, m2 = op.m2;
+    Scalar const* const tt = &t_out(i, 0, 0);
+    Scalar const* const tv = &t_value(i, 0, 0);
+    Scalar* const dr = &d(op.position(i), 0);
+    DPK_SIMD_LOOP
+    for (int n = 0; n < m2; ++n) {
+      Scalar sum = 0;
+      for (int c = 0; c < 4; ++c) sum += tt[c * m1 + m] * tv[c * m1 + n] + tv[c * m1 + m] * tt[c * m1 + n];
+      dr[m * m2 + n] = sum;
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(TableHostTag, int const i) const {
+    centre(i, HostChannels{op.m1});
+    if (op.position(i) >= op.centre_rows) return;
+    for (int m = 0; m < op.m1; ++m) descriptor_row(i, m);
+  }
+
+  template <class Team>
+  KOKKOS_INLINE_FUNCTION void operator()(TableDeviceTag, Team const& team) const {
+    int const i = team.league_rank();
+    centre(i, TeamChannels<Team>{team, op.m1});
+    team.team_barrier();
+    if (op.position(i) >= op.centre_rows) return;
+    Kokkos::parallel_for(Kokkos::TeamVectorRange(team, op.m1), [&](int const m) { descriptor_row(i, m); });
+  }
+};
+
+/// Tangent of tabulated_descriptor along a direction v of the environment rows (nloc, nnei, 4):
+/// T'_i = (1/nnei) sum_j (G'(s_j) v_j0 (x) Rn_j + G(s_j) (x) v_j) over filled slots (the empty
+/// slots' rows are constants) and D' = T' T<^T + T T'<^T into row position(i) of `d`. t_value
+/// holds T from tabulated_descriptor; T' goes to t_out. The tables are constants (not trained).
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+void tabulated_descriptor_tangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
+                                  EmbeddingTable<Scalar, MemorySpace> const& table,
+                                  View3<Scalar, MemorySpace> const& v, View3<Scalar, MemorySpace> const& t_value,
+                                  View3<Scalar, MemorySpace> const& t_out, MatrixView<Scalar, MemorySpace> d,
+                                  TableSchedule schedule = TableSchedule::automatic) {
+  TabulatedTangentKernel<Scalar, MemorySpace> kernel{TabulatedOperands<Scalar, MemorySpace>(in, table), v, t_value,
+                                                     t_out, d};
+  if (detail::table_host_schedule<ExecutionSpace>(schedule))
+    Kokkos::parallel_for("dpk::descriptor::TabulatedDescriptor_tangent_host",
+                         Kokkos::RangePolicy<ExecutionSpace, TableHostTag>(space, 0, in.nloc), kernel);
+  else
+    Kokkos::parallel_for("dpk::descriptor::TabulatedDescriptor_tangent_device",
+                         Kokkos::TeamPolicy<ExecutionSpace, TableDeviceTag>(space, in.nloc, 1, vector_lanes<ExecutionSpace>()),
+                         kernel);
+}
+
 /// TabulatedEnvironment_cotangent: g of one pair (see tabulated_environment_cotangent).
 template <class Scalar, class MemorySpace>
 struct TabulatedCotangentKernel {

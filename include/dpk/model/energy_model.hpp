@@ -260,8 +260,9 @@ class EnergyModel {
                                       step, extrapolate);
   }
   /// Uses `table` instead of the embedding nets for energies, forces and virials (the nets'
-  /// parameters stay; training a compressed model is not implemented). An empty table (no
-  /// nets) switches back to the nets.
+  /// parameters stay). loss_and_gradient() then gives the fitting nets' gradient only (the
+  /// tables are constants; the embedding nets' gradient is 0). An empty table (no nets)
+  /// switches back to the nets.
   void set_embedding_table(EmbeddingTableData const& table) {
     if (table.nnets() == 0) {
       table_data_ = EmbeddingTableData{};
@@ -712,9 +713,8 @@ class EnergyModel {
 
   /// Gradient of c_E E + S (SPEC.md section 8): adjoint of the products, tangent pass, reverse pass.
   void backward(ExecutionSpace const& space) {
-    require(!compressed(), "EnergyModel: training a compressed model (tabulated embedding nets) is not implemented; "
-                           "train the original model");
     ScopedRegion<ExecutionSpace> region("dpk::backward", space);
+    if (compressed()) return backward_compressed(space);
     int const nloc = in_.nloc, width = m1_ * m2_, rows = in_.rows.total_rows;
     Scalar* params = params_.data();
     Scalar* grads = grad_.data();
@@ -759,6 +759,36 @@ class EnergyModel {
     // ggt_ still holds (1/nnei) A Rn_j from first_order (constant rows zero).
     embedding_.reverse_blocks(space, params, grads, embedding_blocks_, Matrix(s_.data(), rows, 1), st,
                               Matrix(gg_.data(), rows, m1_), Matrix(ggt_.data(), rows, m1_), Matrix(), accumulate);
+  }
+
+  /// backward() of a compressed model: the tables are constants, so only the fitting nets (and
+  /// through them nothing else) get a gradient; the embedding nets' gradient is zero. Same steps
+  /// as backward(): adjoint of the products, tangent pass (through the tables' derivative),
+  /// reverse pass through the fitting nets.
+  void backward_compressed(ExecutionSpace const& space) {
+    int const nloc = in_.nloc, width = m1_ * m2_;
+    Scalar* params = params_.data();
+    Scalar* grads = grad_.data();
+    Kokkos::deep_copy(space, grad_, Scalar(0));  // embedding part stays 0; fitting nets accumulate onto 0
+    force_virial_adjoint(space, cf_, cw_, env_, nlist_, natoms_, v_);
+    tabulated_descriptor_tangent(space, in_, table_, v_, t_, tt_, Matrix(dt_.data(), nloc, width), table_schedule_);
+    for (int t = 0; t < ntypes_; ++t) {
+      int const r0 = type_begin_[t], r1 = type_begin_[t + 1];
+      if (r1 > r0) fitting_net_.tangent(space, params, t, window(dt_, r0, r1 - r0, width), r0, r1);
+    }
+    auto seed = fit_seed_;
+    auto ce = ce_;
+    auto position = in_.position;
+    int const natoms = natoms_;
+    Kokkos::parallel_for(
+        "dpk::model::fitting_seed", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc),
+        KOKKOS_LAMBDA(int const i) { seed(position(i)) = ce(i / natoms); });
+    for (int t = 0; t < ntypes_; ++t) {
+      int const r0 = type_begin_[t], r1 = type_begin_[t + 1], n = r1 - r0;
+      if (n == 0) continue;
+      fitting_net_.reverse(space, params, grads, t, window(d_, r0, n, width), window(dt_, r0, n, width), r0, r1,
+                           window(fit_seed_, r0, n, 1), window(fit_ones_, r0, n, 1), Matrix(), true);
+    }
   }
 
  private:
