@@ -1,6 +1,7 @@
 // dpk-train: train a DeePMD-kit se_e2_a model from its input.json, or test a trained model.
 //
-//   dpk-train train input.json [--restart CKPT] [--init-model MODEL] [--output DIR] [--stop-at STEP]
+//   dpk-train train input.json [--restart CKPT] [--init-model MODEL] [--init-frz-model COMPRESSED]
+//                              [--output DIR] [--stop-at STEP]
 //                              [--timing-file FILE]
 //   dpk-train test -m MODEL -s SYSTEM [-n N] [-d DETAIL_PREFIX]
 //   dpk-train export -m MODEL -o model.dp|model.yaml     (DeePMD-kit 3.x model, docs/interop.md)
@@ -382,6 +383,10 @@ int main(int argc, char** argv) {
     train->add_option("--restart", options.restart, "continue from a checkpoint (file, or the save_ckpt prefix)");
     train->add_option("--init-model", options.init_model, "start from this model's parameters and statistics")
         ->check(CLI::ExistingFile);
+    train->add_option("--init-frz-model", options.init_frz_model,
+                      "start from a compressed model (dpk-train compress) and train only its fitting nets, the "
+                      "embedding tables frozen")
+        ->check(CLI::ExistingFile);
     train->add_option("-o,--output", options.output_dir, "folder for lcurve.out, checkpoints and the model");
     train->add_option("--stop-at", options.stop_at,
                       "stop after this many steps without changing the schedule (continue later with --restart)")
@@ -435,8 +440,9 @@ int main(int argc, char** argv) {
     try {
       if (*train) {
         dpk::InputConfig const config = dpk::read_input(input);
-        dpk::require(options.restart.empty() || options.init_model.empty(),
-                "--restart and --init-model cannot be used together");
+        dpk::require(int(!options.restart.empty()) + int(!options.init_model.empty()) +
+                         int(!options.init_frz_model.empty()) <= 1,
+                     "--restart, --init-model and --init-frz-model cannot be used together");
         std::string const threads = configure_threads();
         if (comm.is_root()) std::cout << "dpk-train: " << threads << std::endl;
         check_oversubscription(comm);
