@@ -381,3 +381,23 @@ TEST_CASE("Potential: compute_with_ghosts on explicit ghost images equals the pe
                          doctest::Contains("'coord' has 2 values"), dpk::Error);
   }
 }
+
+TEST_CASE("Potential: a compressed model on explicit ghost images equals it on the periodic box") {
+  // The path of LAMMPS' pair_style dpk (compute_with_ghosts) with the embedding tables
+  // (docs/compression.md): ghosts have no neighbour list, their descriptor rows are never read.
+  dpk::ModelFileData data = fixture_model_data();
+  dpk::EnergyModel<double, Space> model(data.descriptor, data.fitting, data.ntypes);
+  model.set_parameters(data.parameters);
+  model.set_statistics(data.avg, data.stdev);
+  data.compression = dpk::model_compression(model.build_embedding_table(0.8, 0.01, 5), 0.8, -1);
+  std::string const path = (std::filesystem::temp_directory_path() /
+                            ("dpk_test_potential_compressed_" + std::to_string(::getpid()) + ".dpk"))
+                               .string();
+  dpk::write_model_file(path, data);
+  {
+    dpk::Potential<double> potential(path);
+    REQUIRE(potential.compressed());
+    check_ghost_domain(potential, frame_array(0, "coord"), water_types(), frame_array(0, "box"), 1);
+  }
+  std::filesystem::remove(path);
+}

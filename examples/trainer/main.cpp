@@ -1,10 +1,13 @@
 // dpk-train: train a DeePMD-kit se_e2_a model from its input.json, or test a trained model.
 //
-//   dpk-train train input.json [--restart CKPT] [--init-model MODEL] [--output DIR] [--stop-at STEP]
+//   dpk-train train input.json [--restart CKPT] [--init-model MODEL] [--init-frz-model COMPRESSED]
+//                              [--output DIR] [--stop-at STEP]
 //                              [--timing-file FILE]
 //   dpk-train test -m MODEL -s SYSTEM [-n N] [-d DETAIL_PREFIX]
 //   dpk-train export -m MODEL -o model.dp|model.yaml     (DeePMD-kit 3.x model, docs/interop.md)
 //   dpk-train import model.dp|model.yaml -o MODEL        (--init-model also takes .dp/.yaml)
+//   dpk-train compress -m MODEL -o COMPRESSED [-t input.json] [--step 0.01] [--extrapolate 5]
+//                      [--check-frequency -1]            (tabulated embedding nets, docs/compression.md)
 //   mpirun -np N dpk-train train input.json      (data parallel; rank 0 writes the files)
 //
 // Kokkos options (--kokkos-num-threads=N, ...) and OMP_NUM_THREADS set the threads per rank.
@@ -22,6 +25,8 @@
 #include <dpk/interop/deepmd.hpp>
 #endif
 
+#include <dpk/io/load_model.hpp>  // compressed models: their tables as the model takes them
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +34,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <string>
 #include <thread>
@@ -149,6 +155,8 @@ int test_as(dpk::ModelFileData const& file, std::string const& model_path, std::
   using Mem = dpk::memory_space_t<Space>;
   dpk::EnergyModel<Scalar, Space> model(file.descriptor, file.fitting, file.ntypes);
   dpk::load_model_weights(file, model, model_path);
+  if (file.compression) model.set_embedding_table(dpk::embedding_table_data(*file.compression));
+  long outside = 0;
   dpk::System const system = dpk::read_system(system_path, file.type_map);
   int const nframes = max_frames > 0 ? std::min(max_frames, system.nframes) : system.nframes;
   dpk::DataSampler sampler(std::vector<dpk::System>{system}, dpk::BatchSize{false, 1, {}}, 0, {dpk::SamplingMode::sequential, {}});
@@ -183,6 +191,7 @@ int test_as(dpk::ModelFileData const& file, std::string const& model_path, std::
       throw dpk::Error("system '" + system_path + "' frame " + std::to_string(f) + ": " +
                        dpk::CoincidentAtomsError::pair_text(e.atom_i, e.atom_j, e.distance, e.limit));
     }
+    outside += model.lookups_outside_table(Space());
     auto e = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), prediction.energy);
     auto force_pred = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), prediction.force);
     auto w = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), prediction.virial);
@@ -218,7 +227,8 @@ int test_as(dpk::ModelFileData const& file, std::string const& model_path, std::
       v_atom_out->row(row_per_atom);
     }
   }
-  std::printf("# model          : %s (%s)\n", model_path.c_str(), file.precision.c_str());
+  std::printf("# model          : %s (%s%s)\n", model_path.c_str(), file.precision.c_str(),
+              file.compression ? ", compressed" : "");
   std::printf("# system         : %s\n", system_path.c_str());
   std::printf("# number of test data : %d\n", nframes);
   std::printf("Energy MAE         : %e eV\n", energy.mae());
@@ -235,7 +245,74 @@ int test_as(dpk::ModelFileData const& file, std::string const& model_path, std::
   }
   if (model.neighbors_dropped() > 0)
     std::printf("# neighbours dropped beyond sel: %ld\n", model.neighbors_dropped());
+  if (outside > 0)
+    std::printf("# embedding inputs beyond the compression tables (value held at the table end): %ld\n", outside);
   return 0;
+}
+
+/// dpk-train compress: tables of every embedding net of model `in` (docs/compression.md),
+/// written with the original weights into `out`. The input range comes from the smallest
+/// neighbour distance of the training data of `input` (-t), else from the model file.
+void compress_model(std::string const& in, std::string const& out, std::string const& input, double step,
+                    double extrapolate, long check_frequency) {
+  dpk::require(step > 0 && std::isfinite(step), "compress: --step must be positive, got " + std::to_string(step));
+  dpk::require(extrapolate >= 1 && std::isfinite(extrapolate),
+               "compress: --extrapolate must be at least 1, got " + std::to_string(extrapolate));
+  dpk::ModelFileData data = dpk::read_model_file(in);
+  dpk::require(!data.compression, "compress: model '" + in +
+                                      "' is already compressed; compress the original (uncompressed) model");
+  dpk::EnergyModel<double, Space> model(data.descriptor, data.fitting, data.ntypes);
+  dpk::load_model_weights(data, model, in);
+  double rmin = std::numeric_limits<double>::infinity();
+  std::string source;
+  if (!input.empty()) {
+    using Mem = dpk::memory_space_t<Space>;
+    dpk::InputConfig const config = dpk::read_input(input);
+    auto systems = dpk::read_systems(config.training.training_data.systems, data.type_map);
+    std::size_t const nsystems = systems.size();
+    dpk::DataSampler sampler(std::move(systems), dpk::BatchSize{false, 1, {}}, 0,
+                             {dpk::SamplingMode::sequential, {}});
+    dpk::Frames<double, Mem> frames;
+    dpk::Labels<double, Mem> labels;
+    for (std::size_t s = 0; s < nsystems; ++s) {
+      int const nframes = sampler.systems()[s].nframes;
+      for (int first = 0; first < nframes; first += 64) {
+        dpk::upload(sampler.batch(int(s), first, std::min(64, nframes - first)), frames, labels);
+        rmin = std::min(rmin, model.min_neighbor_distance(Space(), frames));
+      }
+    }
+    source = "training data of " + input;
+  } else if (data.training.is_object() && data.training.contains("min_neighbor_distance") &&
+             data.training["min_neighbor_distance"].is_number()) {
+    rmin = data.training["min_neighbor_distance"].get<double>();
+    source = "model file";
+  } else {
+    throw dpk::Error("compress: model '" + in +
+                     "' does not store the smallest neighbour distance of its training data; give the training "
+                     "input with -t input.json");
+  }
+  dpk::require(std::isfinite(rmin) && rmin > 0,
+               "compress: no atom of the " + source + " has a neighbour within rcut; nothing to tabulate for");
+  dpk::EmbeddingTableData const table = model.build_embedding_table(rmin, step, extrapolate);
+  data.compression = dpk::model_compression(table, rmin, check_frequency);
+  if (data.kind == "checkpoint") {  // a model file: no optimiser state
+    data.kind = "model";
+    data.adam_m.clear();
+    data.adam_v.clear();
+    data.sampler_states.clear();
+  }
+  dpk::write_model_file(out, data);
+  std::size_t values = data.compression->table.size();
+  std::printf("dpk-train: compressed %s -> %s\n", in.c_str(), out.c_str());
+  std::printf("# smallest neighbour distance: %.6f A (%s)\n", rmin, source.c_str());
+  std::printf("# step %g, extrapolate %g, check frequency %ld\n", step, extrapolate, check_frequency);
+  for (int k = 0; k < table.nnets(); ++k) {
+    auto const& r = table.ranges[std::size_t(k)];
+    std::printf("# embedding net %d: s in [%.6f, %.6f) at %g (%d intervals), [%.6f, %.6f) at %g (%d intervals)\n",
+                k, r.lower, r.upper, step, r.first_intervals, r.upper, r.max, 10 * step, r.second_intervals);
+  }
+  std::printf("# table: %zu coefficients (%.1f MiB in float64), the original weights kept\n", values,
+              double(values) * 8 / (1024.0 * 1024.0));
 }
 
 /// Reads the DeePMD-kit model `path` (.dp/.yaml) into dpk's model (docs/interop.md).
@@ -260,6 +337,9 @@ bool is_deepmd_path(std::string const& path) {
 void export_deepmd(std::string const& in, std::string const& out) {
 #if defined(DPK_ENABLE_INTEROP)
   dpk::ModelFileData const data = dpk::read_model_file(in);
+  dpk::require(!data.compression, "export: '" + in +
+                                      "' is a compressed model; DeePMD-kit export of the tables is not implemented "
+                                      "(export the original model)");
   dpk::interop::write_deepmd_model(out, data, in);
   std::cout << "dpk-train: wrote DeePMD-kit model " << out << " (" << data.parameters.size() << " parameters, "
             << data.precision << ")" << std::endl;
@@ -300,6 +380,10 @@ int main(int argc, char** argv) {
     train->add_option("--restart", options.restart, "continue from a checkpoint (file, or the save_ckpt prefix)");
     train->add_option("--init-model", options.init_model, "start from this model's parameters and statistics")
         ->check(CLI::ExistingFile);
+    train->add_option("--init-frz-model", options.init_frz_model,
+                      "start from a compressed model (dpk-train compress) and train only its fitting nets, the "
+                      "embedding tables frozen")
+        ->check(CLI::ExistingFile);
     train->add_option("-o,--output", options.output_dir, "folder for lcurve.out, checkpoints and the model");
     train->add_option("--stop-at", options.stop_at,
                       "stop after this many steps without changing the schedule (continue later with --restart)")
@@ -329,6 +413,21 @@ int main(int argc, char** argv) {
         ->check(CLI::ExistingFile);
     import_cmd->add_option("-o,--output", import_out, "dpk model file to write")->required();
 
+    auto* compress = app.add_subcommand("compress", "tabulate the embedding nets of a model (like dp compress)");
+    std::string compress_in, compress_out = "model-compressed.dpk", compress_input;
+    double compress_step = 0.01, compress_extrapolate = 5;
+    long check_frequency = -1;
+    compress->add_option("-m,--model", compress_in, "dpk model file to compress")->required()->check(CLI::ExistingFile);
+    compress->add_option("-o,--output", compress_out, "compressed model file to write")->capture_default_str();
+    compress->add_option("-t,--training-script", compress_input,
+                         "input.json of the training: its training systems give the smallest neighbour distance")
+        ->check(CLI::ExistingFile);
+    compress->add_option("--step", compress_step, "stride of the first table (the second uses 10 x step)")->capture_default_str();
+    compress->add_option("--extrapolate", compress_extrapolate,
+                         "the second table ends at extrapolate x the first table's upper end")->capture_default_str();
+    compress->add_option("--check-frequency", check_frequency,
+                         "count embedding inputs beyond the tables every N evaluations (-1: never)")->capture_default_str();
+
     try {
       app.parse(argc, argv);
     } catch (CLI::ParseError const& e) {
@@ -338,8 +437,9 @@ int main(int argc, char** argv) {
     try {
       if (*train) {
         dpk::InputConfig const config = dpk::read_input(input);
-        dpk::require(options.restart.empty() || options.init_model.empty(),
-                "--restart and --init-model cannot be used together");
+        dpk::require(int(!options.restart.empty()) + int(!options.init_model.empty()) +
+                         int(!options.init_frz_model.empty()) <= 1,
+                     "--restart, --init-model and --init-frz-model cannot be used together");
         std::string const threads = configure_threads();
         if (comm.is_root()) std::cout << "dpk-train: " << threads << std::endl;
         check_oversubscription(comm);
@@ -366,6 +466,10 @@ int main(int argc, char** argv) {
           throw;
         }
         if (!converted.empty()) std::remove(converted.c_str());
+      } else if (*compress) {
+        configure_threads();
+        compress_model(compress_in, compress_out, compress_input, compress_step, compress_extrapolate,
+                       check_frequency);
       } else if (*export_cmd) {
         export_deepmd(export_in, export_out);
       } else if (*import_cmd) {

@@ -89,7 +89,8 @@ class Potential {
         type_map_(data.type_map),
         precision_(data.precision),
         rcut_(data.descriptor.rcut),
-        model_(load_energy_model<Scalar, ExecutionSpace>(data, source)) {}
+        model_(load_energy_model<Scalar, ExecutionSpace>(data, source)),
+        check_frequency_(data.compression ? data.compression->check_frequency : -1) {}
 
   /// Element names in type order (type index t is type_map()[t]); empty when the model was
   /// trained without a type_map.
@@ -105,6 +106,15 @@ class Potential {
   /// Neighbours dropped beyond the model's sel, summed over every call so far (non-zero means the
   /// energy is not smooth: the model's sel is too small for these configurations).
   long neighbors_dropped() const { return model_->neighbors_dropped(); }
+  /// True for a compressed model file: the embedding nets are evaluated from their tables
+  /// (docs/compression.md).
+  bool compressed() const { return model_->compressed(); }
+  /// Compressed models: embedding inputs beyond the tables (whose value is held at the table's
+  /// end), counted on every check_frequency-th call (the file's --check-frequency; 0 or less:
+  /// never), summed over the checked calls.
+  long lookups_outside_table() const { return outside_; }
+  /// Counts lookups beyond the tables every `calls` calls (0 or less: never).
+  void set_check_frequency(long calls) { check_frequency_ = calls; }
   /// The underlying EnergyModel (hyperparameters, parameters, statistics).
   Model& model() { return *model_; }
   /// The execution space instance the host-array overloads run on.
@@ -164,7 +174,7 @@ class Potential {
     Kokkos::deep_copy(space_, frames_.coord, coord_host);
     Kokkos::deep_copy(space_, frames_.box, box_host);
     Kokkos::deep_copy(space_, frames_.types, types_host);
-    model_->predict(space_, frames_, prediction_, true, atom_virial);
+    predict_and_check(space_, frames_, prediction_, atom_virial);
     space_.fence();
     out.nframes = int(nframes);
     out.natoms = int(natoms);
@@ -218,7 +228,7 @@ class Potential {
     }
     Kokkos::deep_copy(space_, frames_.coord, coord_host);
     Kokkos::deep_copy(space_, frames_.types, types_host);
-    model_->predict(space_, frames_, prediction_, true, atom_virial);
+    predict_and_check(space_, frames_, prediction_, atom_virial);
     space_.fence();
     out.nframes = 1;
     out.natoms = int(nall);
@@ -300,10 +310,19 @@ class Potential {
       auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), frames.types);
       throw Error(type_error(bad, host(bad)));
     }
-    model_->predict(space, frames, out, true, atom_virial);
+    predict_and_check(space, frames, out, atom_virial);
   }
 
  private:
+  /// The model's prediction; for compressed models every check_frequency_-th call also counts
+  /// the lookups beyond the tables.
+  void predict_and_check(ExecutionSpace const& space, Frames<Scalar, memory_space> const& frames,
+                         Prediction<Scalar, memory_space>& out, bool atom_virial) {
+    model_->predict(space, frames, out, true, atom_virial);
+    if (check_frequency_ > 0 && model_->compressed() && calls_++ % check_frequency_ == 0)
+      outside_ += model_->lookups_outside_table(space);
+  }
+
   template <class ViewType>
   static void to_host(ViewType const& view, std::size_t count, std::vector<double>& out) {
     auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
@@ -331,6 +350,7 @@ class Potential {
   std::string precision_;
   double rcut_ = 0;
   std::unique_ptr<Model> model_;
+  long check_frequency_ = -1, calls_ = 0, outside_ = 0;
   Frames<Scalar, memory_space> frames_;
   Prediction<Scalar, memory_space> prediction_;
   View1<int, memory_space> types_{"dpk::potential::types", 0};

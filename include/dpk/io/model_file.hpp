@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <sstream>
@@ -61,6 +62,22 @@ struct ModelTensor {
   }
 };
 
+/// The tables of a compressed model (docs/compression.md): header "compression" holds the
+/// options and each net's range, block "embedding_table" the coefficients of every net one
+/// after the other, (intervals, 6, M1) each (descriptor/tabulated_embedding.hpp).
+struct ModelCompression {
+  double step = 0, extrapolate = 0;  ///< first-table stride (second: 10 step); extrapolate factor
+  double min_neighbor_distance = 0;  ///< A, the smallest neighbour distance the tables were built for
+  long check_frequency = -1;         ///< count lookups beyond the tables every N evaluations (-1: never)
+  int m1 = 0;                        ///< channels per net
+  struct Net {
+    double lower = 0, upper = 0, max = 0;
+    int first_intervals = 0, second_intervals = 0;
+  };
+  std::vector<Net> nets;
+  std::vector<double> table;  ///< coefficients of every net, one after the other
+};
+
 /// Everything a model or checkpoint file holds. `kind` is "model" (parameters and statistics
 /// only) or "checkpoint" (plus optimiser state, step and sampler states).
 struct ModelFileData {
@@ -74,6 +91,7 @@ struct ModelFileData {
   std::vector<double> parameters;       ///< flat weights
   std::vector<double> avg, stdev;        ///< (ntypes, nnei, 4) environment statistics
   std::vector<double> energy_bias;      ///< (ntypes) eV
+  std::optional<ModelCompression> compression;  ///< tables of a compressed model (the weights stay)
   // ---- checkpoint only
   long step = 0;                        ///< training steps completed
   long adam_step = 0;                   ///< Adam updates applied
@@ -301,6 +319,7 @@ inline std::string model_file_bytes(ModelFileData const& data) {
     blocks.push_back({"adam_m", &data.adam_m});
     blocks.push_back({"adam_v", &data.adam_v});
   }
+  if (data.compression) blocks.push_back({"embedding_table", &data.compression->table});
   std::string body;
   nlohmann::json block_table = nlohmann::json::array();
   for (auto const& block : blocks) {
@@ -330,6 +349,19 @@ inline std::string model_file_bytes(ModelFileData const& data) {
     header["step"] = data.step;
     header["adam_step"] = data.adam_step;
     header["sampler_states"] = data.sampler_states;
+  }
+  if (data.compression) {
+    auto const& c = *data.compression;
+    nlohmann::json nets = nlohmann::json::array();
+    for (auto const& n : c.nets)
+      nets.push_back({{"lower", n.lower}, {"upper", n.upper}, {"max", n.max}, {"first_intervals", n.first_intervals},
+                      {"second_intervals", n.second_intervals}});
+    header["compression"] = {{"step", c.step},
+                             {"extrapolate", c.extrapolate},
+                             {"min_neighbor_distance", c.min_neighbor_distance},
+                             {"check_frequency", c.check_frequency},
+                             {"m1", c.m1},
+                             {"nets", nets}};
   }
   header["training"] = data.training;
   std::string const header_text = header.dump(1);
@@ -495,6 +527,54 @@ inline ModelFileData parse_model_file(std::string const& bytes, std::string cons
     if (data.adam_m.size() != data.parameters.size() || data.adam_v.size() != data.parameters.size())
       throw fail("Adam moment blocks do not match the parameter count " + std::to_string(data.parameters.size()));
     if (data.step < 0 || data.adam_step < 0) throw fail("negative step count in a checkpoint");
+  }
+  if (header.contains("compression")) {
+    // Every value the table lookup relies on is checked here: positive strides, ordered finite
+    // ranges on the grid they claim, interval counts that match the coefficient block.
+    auto const& j = header["compression"];
+    std::string const w = "compression.";
+    ModelCompression c;
+    c.step = detail::model_file::header_value<double>(j, "step", w, file);
+    c.extrapolate = detail::model_file::header_value<double>(j, "extrapolate", w, file);
+    c.min_neighbor_distance = detail::model_file::header_value<double>(j, "min_neighbor_distance", w, file);
+    c.check_frequency = detail::model_file::header_value<long>(j, "check_frequency", w, file);
+    c.m1 = detail::model_file::header_value<int>(j, "m1", w, file);
+    if (!(c.step > 0) || !std::isfinite(c.step)) throw fail("header 'compression.step' must be a positive number");
+    if (!(c.extrapolate >= 1) || !std::isfinite(c.extrapolate))
+      throw fail("header 'compression.extrapolate' must be a number >= 1");
+    if (c.m1 != data.descriptor.neuron.back())
+      throw fail("header 'compression.m1' is " + std::to_string(c.m1) + ", descriptor.neuron[-1] is " +
+                 std::to_string(data.descriptor.neuron.back()));
+    if (!j.contains("nets") || !j["nets"].is_array()) throw fail("header 'compression.nets' must be an array");
+    std::size_t const nnets = data.descriptor.type_one_side ? std::size_t(data.ntypes)
+                                                            : std::size_t(data.ntypes) * std::size_t(data.ntypes);
+    if (j["nets"].size() != nnets)
+      throw fail("header 'compression.nets' has " + std::to_string(j["nets"].size()) + " entries, the model has " +
+                 std::to_string(nnets) + " embedding nets");
+    std::uint64_t coefficients = 0;
+    for (auto const& entry : j["nets"]) {
+      std::string const wn = "compression.nets[].";
+      ModelCompression::Net n;
+      n.lower = detail::model_file::header_value<double>(entry, "lower", wn, file);
+      n.upper = detail::model_file::header_value<double>(entry, "upper", wn, file);
+      n.max = detail::model_file::header_value<double>(entry, "max", wn, file);
+      n.first_intervals = detail::model_file::header_value<int>(entry, "first_intervals", wn, file);
+      n.second_intervals = detail::model_file::header_value<int>(entry, "second_intervals", wn, file);
+      bool const finite = std::isfinite(n.lower) && std::isfinite(n.upper) && std::isfinite(n.max);
+      auto near = [&](double a, double b) { return std::abs(a - b) <= 1e-9 * std::max({1.0, std::abs(a), std::abs(b)}); };
+      if (!finite || n.first_intervals < 1 || n.second_intervals < 0 || !(n.lower < n.upper) || !(n.upper <= n.max) ||
+          !near(n.upper, n.lower + n.first_intervals * c.step) ||
+          !near(n.max, n.upper + n.second_intervals * 10 * c.step))
+        throw fail("header 'compression.nets' has an entry whose range is not [lower, upper) at step and "
+                   "[upper, max) at 10 step");
+      coefficients += (std::uint64_t(n.first_intervals) + std::uint64_t(n.second_intervals)) * 6u * std::uint64_t(c.m1);
+      c.nets.push_back(n);
+    }
+    read_block("embedding_table", c.table, true);
+    if (c.table.size() != coefficients)
+      throw fail("block 'embedding_table' has " + std::to_string(c.table.size()) + " values, the ranges need " +
+                 std::to_string(coefficients));
+    data.compression = std::move(c);
   }
   if (header.contains("training")) data.training = header["training"];
   return data;

@@ -17,6 +17,7 @@
 #include <dpk/descriptor/force_virial.hpp>
 #include <dpk/descriptor/se_a.hpp>
 #include <dpk/descriptor/statistics.hpp>
+#include <dpk/descriptor/tabulated_embedding.hpp>
 #include <dpk/model/config.hpp>
 #include <dpk/model/host_batch.hpp>
 #include <dpk/model/parameters.hpp>
@@ -29,6 +30,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -249,6 +251,78 @@ class EnergyModel {
   }
   int embedding_chunk_rows() const { return embedding_.host_chunk_rows(); }
 
+  /// Model compression (docs/compression.md): tables of the embedding nets built from the
+  /// current parameters and statistics, for inputs down to the smallest neighbour distance
+  /// `rmin` (A), with DeePMD-kit's `step` and `extrapolate`. Throws dpk::Error for bad values.
+  EmbeddingTableData build_embedding_table(double rmin, double step, double extrapolate) const {
+    auto const range = embedding_input_range(avg_, std_, descriptor_.sel, descriptor_.type_one_side,
+                                             descriptor_.rcut_smth, descriptor_.rcut, rmin);
+    return dpk::build_embedding_table(layout_.embedding_shapes, layout_.embedding_offsets, parameters_host(), range,
+                                      step, extrapolate);
+  }
+  /// Uses `table` instead of the embedding nets for energies, forces and virials (the nets'
+  /// parameters stay). loss_and_gradient() then gives the fitting nets' gradient only (the
+  /// tables are constants; the embedding nets' gradient is 0). An empty table (no nets)
+  /// switches back to the nets.
+  void set_embedding_table(EmbeddingTableData const& table) {
+    if (table.nnets() == 0) {
+      table_data_ = EmbeddingTableData{};
+      table_ = EmbeddingTable<Scalar, memory_space>{};
+      return;
+    }
+    int const nnets = descriptor_.type_one_side ? ntypes_ : ntypes_ * ntypes_;
+    require(table.nnets() == nnets && table.m1 == m1_,
+            "EnergyModel::set_embedding_table: the table has " + std::to_string(table.nnets()) + " nets of " +
+                std::to_string(table.m1) + " channels, the model " + std::to_string(nnets) + " of " +
+                std::to_string(m1_));
+    for (int k = 0; k < nnets; ++k)
+      require(table.coefficients[k].size() == std::size_t(table.ranges[k].intervals()) * 6 * m1_,
+              "EnergyModel::set_embedding_table: net " + std::to_string(k) + " has the wrong number of coefficients");
+    table_data_ = table;
+    table_.assign(table);
+  }
+  /// True when energies and forces come from the embedding tables.
+  bool compressed() const { return !table_.empty(); }
+  /// The tables in use (host, double; no nets when not compressed).
+  EmbeddingTableData const& embedding_table() const { return table_data_; }
+  /// Schedule of the tabulated kernels (tests run both on the host).
+  void set_table_schedule(TableSchedule schedule) { table_schedule_ = schedule; }
+  /// Embedding-net inputs of the batch given to the last prepare() that fall outside the tables
+  /// (0 when not compressed).
+  long lookups_outside_table(ExecutionSpace const& space) const {
+    return compressed() ? count_outside_table(space, in_, table_) : 0;
+  }
+
+  /// Smallest distance (A) between an atom of `frames` and any neighbour or periodic image
+  /// within rcut (the range compression needs, DeePMD-kit's min_nbor_dist); +infinity when no
+  /// atom has a neighbour. Replaces the neighbour list of the last prepare().
+  double min_neighbor_distance(ExecutionSpace const& space, Frames<Scalar, memory_space> const& frames) {
+    search_.build(space, frames, nlist_);
+    auto const rij = nlist_.rij;
+    auto const index = nlist_.index;
+    int const nnei = nlist_.nnei;
+    Kokkos::Array<int, 65> block{};
+    int const nblocks = int(nlist_.sel_offset.size()) - 1;
+    require(nblocks >= 0 && nblocks <= 64, "EnergyModel: neighbour list with more than 64 types");
+    for (int t = 0; t < nblocks; ++t) block[t] = nlist_.sel_offset[std::size_t(t)];
+    Scalar nearest2 = 0;
+    // Each type block is sorted by distance: its first slot is the nearest of that type.
+    Kokkos::parallel_reduce(
+        "dpk::model::min_neighbor_distance", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nlist_.nloc),
+        KOKKOS_LAMBDA(int const i, Scalar& lowest) {
+          for (int t = 0; t < nblocks; ++t) {
+            int const s = block[t];
+            if (s >= nnei || index(i, s) < 0) continue;
+            Scalar const r2 = rij(i, s, 0) * rij(i, s, 0) + rij(i, s, 1) * rij(i, s, 1) + rij(i, s, 2) * rij(i, s, 2);
+            if (r2 < lowest) lowest = r2;
+          }
+        },
+        Kokkos::Min<Scalar>(nearest2));
+    if (nlist_.nloc == 0 || nearest2 == Kokkos::reduction_identity<Scalar>::min())
+      return std::numeric_limits<double>::infinity();
+    return std::sqrt(double(nearest2));
+  }
+
   /// Neighbours dropped beyond sel, summed over every batch seen so far.
   long neighbors_dropped() const { return dropped_; }
 
@@ -361,7 +435,9 @@ class EnergyModel {
       return m;
     };
     double const rows = in_.rows.total_rows, nloc = in_.nloc, m1 = m1_, m2 = m2_;
-    double const emb = rows * macs(layout_.embedding_shapes), fit = nloc * macs(layout_.fitting_shapes);
+    // A compressed model evaluates no embedding nets (its table lookups are not counted).
+    double const emb = compressed() ? 0.0 : rows * macs(layout_.embedding_shapes);
+    double const fit = nloc * macs(layout_.fitting_shapes);
     double const t = rows * m1 * 4, d = nloc * m1 * m2 * 4;  // T = G^T Rn, D = T T<^T
     FlopCount f;
     f.forward = 2 * (emb + fit + t + d);
@@ -469,13 +545,15 @@ class EnergyModel {
 
     std::size_t const rows = in_.rows.total_rows;
     std::size_t const width = std::size_t(m1_) * m2_;
-    embedding_.reserve(rows, true);
+    if (!compressed()) {  // a compressed model evaluates no embedding rows
+      embedding_.reserve(rows, true);
+      ensure_extent(s_, rows);
+      ensure_extent(st_, rows);
+      ensure_extent(gs_, rows);
+      ensure_extent(gg_, rows * m1_);
+      ensure_extent(ggt_, rows * m1_);
+    }
     fitting_net_.reserve(nloc, true);
-    ensure_extent(s_, rows);
-    ensure_extent(st_, rows);
-    ensure_extent(gs_, rows);
-    ensure_extent(gg_, rows * m1_);
-    ensure_extent(ggt_, rows * m1_);
     ensure_extent(t_, nloc, 4, m1_);
     ensure_extent(tt_, nloc, 4, m1_);
     ensure_extent(a_, nloc, 4, m1_);
@@ -498,12 +576,16 @@ class EnergyModel {
   void forward(ExecutionSpace const& space, Prediction<Scalar, memory_space>& out) {
     ScopedRegion<ExecutionSpace> region("dpk::forward", space);
     int const nloc = in_.nloc, width = m1_ * m2_;
-    Matrix s(s_.data(), in_.rows.total_rows, 1);
-    gather_embedding_column(space, in_, env_.rows, true, s);
     Scalar* params = params_.data();
-    embedding_.forward_blocks(space, params, embedding_blocks_, s);
-    Matrix g = embedding_.output(0, in_.rows.total_rows);
-    contract_descriptor(space, in_, g, t_, Matrix(d_.data(), nloc, width));
+    if (compressed()) {
+      tabulated_descriptor(space, in_, table_, t_, Matrix(d_.data(), nloc, width), table_schedule_);
+    } else {
+      Matrix s(s_.data(), in_.rows.total_rows, 1);
+      gather_embedding_column(space, in_, env_.rows, true, s);
+      embedding_.forward_blocks(space, params, embedding_blocks_, s);
+      Matrix g = embedding_.output(0, in_.rows.total_rows);
+      contract_descriptor(space, in_, g, t_, Matrix(d_.data(), nloc, width));
+    }
     for (int t = 0; t < ntypes_; ++t) {
       int const r0 = type_begin_[t], r1 = type_begin_[t + 1];
       if (r1 > r0) fitting_net_.forward(space, params, t, window(d_, r0, r1 - r0, width), r0, r1);
@@ -556,10 +638,14 @@ class EnergyModel {
           KOKKOS_LAMBDA(long const k) { gdt(k) = Scalar(0); });
     }
     descriptor_cotangent(space, in_, Matrix(gdt_.data(), nloc, width), t_, a_, false);
-    Matrix ggt(ggt_.data(), rows, m1_);
-    embedding_cotangent(space, in_, a_, ggt, false);
-    embedding_.backward_input_blocks(space, params, embedding_blocks_, ggt, Matrix(gs_.data(), rows, 1));
-    environment_cotangent(space, in_, a_, embedding_.output(0, rows), Matrix(gs_.data(), rows, 1), genv_);
+    if (compressed()) {
+      tabulated_environment_cotangent(space, in_, table_, a_, genv_, table_schedule_);
+    } else {
+      Matrix ggt(ggt_.data(), rows, m1_);
+      embedding_cotangent(space, in_, a_, ggt, false);
+      embedding_.backward_input_blocks(space, params, embedding_blocks_, ggt, Matrix(gs_.data(), rows, 1));
+      environment_cotangent(space, in_, a_, embedding_.output(0, rows), Matrix(gs_.data(), rows, 1), genv_);
+    }
     ensure_extent(out.force, nloc, 3);
     ensure_extent(out.virial, nframes_, 9);
     View2<Scalar, memory_space> atom_virial_view;
@@ -629,6 +715,7 @@ class EnergyModel {
   /// Gradient of c_E E + S (SPEC.md section 8): adjoint of the products, tangent pass, reverse pass.
   void backward(ExecutionSpace const& space) {
     ScopedRegion<ExecutionSpace> region("dpk::backward", space);
+    if (compressed()) return backward_compressed(space);
     int const nloc = in_.nloc, width = m1_ * m2_, rows = in_.rows.total_rows;
     Scalar* params = params_.data();
     Scalar* grads = grad_.data();
@@ -675,6 +762,36 @@ class EnergyModel {
                               Matrix(gg_.data(), rows, m1_), Matrix(ggt_.data(), rows, m1_), Matrix(), accumulate);
   }
 
+  /// backward() of a compressed model: the tables are constants, so only the fitting nets (and
+  /// through them nothing else) get a gradient; the embedding nets' gradient is zero. Same steps
+  /// as backward(): adjoint of the products, tangent pass (through the tables' derivative),
+  /// reverse pass through the fitting nets.
+  void backward_compressed(ExecutionSpace const& space) {
+    int const nloc = in_.nloc, width = m1_ * m2_;
+    Scalar* params = params_.data();
+    Scalar* grads = grad_.data();
+    Kokkos::deep_copy(space, grad_, Scalar(0));  // embedding part stays 0; fitting nets accumulate onto 0
+    force_virial_adjoint(space, cf_, cw_, env_, nlist_, natoms_, v_);
+    tabulated_descriptor_tangent(space, in_, table_, v_, t_, tt_, Matrix(dt_.data(), nloc, width), table_schedule_);
+    for (int t = 0; t < ntypes_; ++t) {
+      int const r0 = type_begin_[t], r1 = type_begin_[t + 1];
+      if (r1 > r0) fitting_net_.tangent(space, params, t, window(dt_, r0, r1 - r0, width), r0, r1);
+    }
+    auto seed = fit_seed_;
+    auto ce = ce_;
+    auto position = in_.position;
+    int const natoms = natoms_;
+    Kokkos::parallel_for(
+        "dpk::model::fitting_seed", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc),
+        KOKKOS_LAMBDA(int const i) { seed(position(i)) = ce(i / natoms); });
+    for (int t = 0; t < ntypes_; ++t) {
+      int const r0 = type_begin_[t], r1 = type_begin_[t + 1], n = r1 - r0;
+      if (n == 0) continue;
+      fitting_net_.reverse(space, params, grads, t, window(d_, r0, n, width), window(dt_, r0, n, width), r0, r1,
+                           window(fit_seed_, r0, n, 1), window(fit_ones_, r0, n, 1), Matrix(), true);
+    }
+  }
+
  private:
   DescriptorConfig descriptor_;
   FittingConfig fitting_;
@@ -709,6 +826,9 @@ class EnergyModel {
   View2<Scalar, memory_space> cf_{"dpk::model::dL_dF", 0, 3}, cw_{"dpk::model::dL_dW", 0, 9};
   View1<Scalar, memory_space> ce_{"dpk::model::dL_dE", 0};
   ForceVirialWorkspace<Scalar, memory_space> product_work_;
+  EmbeddingTableData table_data_;
+  EmbeddingTable<Scalar, memory_space> table_;
+  TableSchedule table_schedule_ = TableSchedule::automatic;
 };
 
 }  // namespace dpk

@@ -28,6 +28,7 @@
 #include <dpk/descriptor/statistics.hpp>
 #include <dpk/io/data_sampler.hpp>
 #include <dpk/io/input.hpp>
+#include <dpk/io/load_model.hpp>
 #include <dpk/io/model_file.hpp>
 #include <dpk/io/system.hpp>
 #include <dpk/model/energy_model.hpp>
@@ -67,6 +68,9 @@ struct TrainerOptions {
   std::string output_dir = ".";    ///< where lcurve.out, checkpoints and the model go
   std::string restart;             ///< checkpoint to continue from (file, or save_ckpt prefix)
   std::string init_model;          ///< model/checkpoint whose parameters, statistics, bias start training
+  /// Compressed model (docs/compression.md) to start from like init_model, with its embedding
+  /// tables frozen: only the fitting nets train (the embedding nets' gradient is 0).
+  std::string init_frz_model;
   std::string model_out = "model.dpk";  ///< final model file name (in output_dir)
   long stop_at = -1;               ///< stop after this many updates (schedule unchanged); <0: numb_steps
   int data_stat_nbatch = 10;       ///< batches for the environment statistics
@@ -331,6 +335,7 @@ class Trainer {
     d.training["numb_steps"] = config_.training.numb_steps;
     d.training["ranks"] = comm_.size();
     d.training["step"] = step_;
+    if (compression_) d.compression = *compression_;  // compressed training: the frozen tables
     if (checkpoint) {
       d.step = step_;
       d.adam_step = adam_->step_count();
@@ -452,6 +457,7 @@ class Trainer {
       ModelFileData const d = read_model_file(file);
       require(d.kind == "checkpoint", "restart: '" + file + "' is a model file, not a checkpoint (use --init-model)");
       load_weights(d, file);
+      freeze_tables(d);
       adam_->set_state(d.adam_m, d.adam_v, d.adam_step);
       step_ = d.step;
       require(int(d.sampler_states.size()) == comm_.size(),
@@ -467,7 +473,16 @@ class Trainer {
       if (log()) *log() << "dpk-train: restarting from " << file << " at step " << step_ << "\n";
       return;
     }
-    if (!options_.init_model.empty()) {
+    if (!options_.init_frz_model.empty()) {
+      ModelFileData const d = read_model_file(options_.init_frz_model);
+      require(d.compression.has_value(), "--init-frz-model: '" + options_.init_frz_model +
+                                             "' is not a compressed model (compress it first: dpk-train compress)");
+      load_weights(d, options_.init_frz_model);
+      freeze_tables(d);
+      if (log())
+        *log() << "dpk-train: parameters, statistics and bias from " << options_.init_frz_model
+               << "; its embedding tables are frozen, the fitting nets train\n";
+    } else if (!options_.init_model.empty()) {
       ModelFileData const d = read_model_file(options_.init_model);
       load_weights(d, options_.init_model);
       if (log()) *log() << "dpk-train: parameters, statistics and bias from " << options_.init_model << "\n";
@@ -502,6 +517,13 @@ class Trainer {
     comm_.broadcast(view);
     for (std::size_t i = 0; i < values.size(); ++i) values[i] = view(i);
     return values;
+  }
+
+  /// A compressed model's (or compressed training's checkpoint's) tables, frozen for training.
+  void freeze_tables(ModelFileData const& d) {
+    if (!d.compression) return;
+    compression_ = *d.compression;
+    model_->set_embedding_table(embedding_table_data(*d.compression));
   }
 
   /// Parameters, statistics and bias from a model file; the layout must match the input's model.
@@ -770,6 +792,7 @@ class Trainer {
   double worker_factor_ = 1;
   int ntypes_ = 0;
   std::unique_ptr<Model> model_;
+  std::optional<ModelCompression> compression_;  ///< frozen tables of compressed training (--init-frz-model)
   std::unique_ptr<Adam<Scalar, ExecutionSpace>> adam_;
   std::optional<DataSampler> sampler_, validation_sampler_;
   std::vector<double> bias_counts_, bias_energies_;
