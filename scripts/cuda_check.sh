@@ -24,7 +24,7 @@ cfg_log="$build_dir/dpk_cuda_configure.log" build_log="$build_dir/dpk_cuda_build
 
 say "configure (preset cuda) in $build_dir"
 # shellcheck disable=SC2086  # a space-separated list on purpose
-cmake --preset cuda -B "$build_dir" -DDPK_ENABLE_BENCHMARKS=ON -DDPK_ENABLE_HEADER_CHECK=ON ${DPK_CUDA_CMAKE_ARGS:-} >"$cfg_log" 2>&1 \
+cmake --preset cuda -B "$build_dir" -DDPK_ENABLE_BENCHMARKS=ON -DDPK_ENABLE_EXAMPLES=ON -DDPK_ENABLE_HEADER_CHECK=ON ${DPK_CUDA_CMAKE_ARGS:-} >"$cfg_log" 2>&1 \
   || { cat "$cfg_log" >&2; die "configure failed (log: $cfg_log)"; }
 grep -E '^-- (dpk|Kokkos|Found MPI|The CXX)' "$cfg_log" || true
 compiler=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build_dir/CMakeCache.txt")

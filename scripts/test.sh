@@ -14,6 +14,6 @@ esac
 build_dir=$(python3 -c 'import json,sys; p=[p for p in json.load(open("CMakePresets.json"))["configurePresets"] if p["name"]==sys.argv[1]]; print(p[0].get("binaryDir","").replace("${sourceDir}/","") if p else "")' "$preset")
 [ -n "$build_dir" ] || { echo "test.sh: no configure preset '$preset' in CMakePresets.json" >&2; exit 2; }
 # shellcheck disable=SC2086  # DPK_CMAKE_ARGS is a space-separated list on purpose
-cmake --preset "$preset" -DDPK_ENABLE_BENCHMARKS=ON -DDPK_ENABLE_HEADER_CHECK=ON -DDPK_TEST_DEVICE_SCHEDULE=ON ${DPK_CMAKE_ARGS:-}
+cmake --preset "$preset" -DDPK_ENABLE_BENCHMARKS=ON -DDPK_ENABLE_HEADER_CHECK=ON -DDPK_HEADER_CHECK=each -DDPK_TEST_DEVICE_SCHEDULE=ON ${DPK_CMAKE_ARGS:-}
 cmake --build "$build_dir" -j "${DPK_BUILD_JOBS:-$(nproc)}"
 ctest --test-dir "$build_dir" --output-on-failure "$@"
