@@ -335,7 +335,25 @@ def main():
         ok = check(name, found and "use sel >= [%d, %d]" % tuple(need) in found[0], "no 'use sel >= ...'") and ok
         ok = check(name, found and 0 <= text.find(found[0]) < text.find("dpk-train: step 1/"),
                    "the warning is not printed before training") and ok
-        report(name, ok, s, found[0] if found else "")
+        # Runs that start from a checkpoint (--restart) or a model (--init-model) compute no
+        # statistics; they check the same number of batches of each system (here: both frames)
+        # and warn the same way, before their first step.
+        config4 = input_json(os.path.join(d, "input4.json"), [a], steps=4, sel=(2, 4))
+        later = ("dpk-train: warning: descriptor.sel [2, 4] is too small for these data: the frames checked at start "
+                 "(10 batches of each system) have up to [%d, %d] neighbours of each type within rcut 4 A (" % tuple(need))
+        for how, start_from in (("--restart", os.path.join(out, "model.ckpt")),
+                                ("--init-model", os.path.join(out, "model.dpk"))):
+            out2 = os.path.join(d, "out" + how.replace("-", "_"))
+            rc2, text2, _ = run([dpk_train, "train", config4, "--output", out2, how, start_from])
+            first = 2 if how == "--restart" else 0
+            ok = check(name, rc2 == 0, "%s: exit status %d" % (how, rc2), text2) and ok
+            lines = [line for line in text2.splitlines() if line.startswith(later)]
+            ok = check(name, len(lines) == 1 and lines[0].endswith("use sel >= [%d, %d] (dp neighbor-stat counts over "
+                                                                    "all frames)" % tuple(need)),
+                       "%s: no line '%s... use sel >= [%d, %d] ...'" % ((how, later) + tuple(need)), text2) and ok
+            ok = check(name, lines and 0 <= text2.find(lines[0]) < text2.find("dpk-train: step %d/" % (first + 1)),
+                       "%s: the warning is not printed before training" % how, text2) and ok
+        report(name, ok, s, (found[0] if found else "") + "; the same from --restart and --init-model")
 
     @case
     def numb_steps_0(name):
