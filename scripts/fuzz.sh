@@ -5,7 +5,10 @@
 #   scripts/fuzz.sh [seconds per target] [target...]     default 60 s, all targets
 #
 # Targets: fuzz_npy (npy reader), fuzz_input (input.json -> InputConfig), fuzz_model_file (model
-# and checkpoint reader), fuzz_deepmd_yaml (DeePMD-kit .yaml model text -> DeepmdDict). Seeds:
+# and checkpoint reader), fuzz_deepmd_yaml (DeePMD-kit .yaml model text -> DeepmdDict),
+# fuzz_deepmd_hdf5 (a DeePMD-kit .dp file described by the input, written by HDF5 into memory ->
+# DeepmdDict), fuzz_deepmd_model (DeepmdDict as JSON text -> dpk model, and an accepted model's
+# export -> import round trip). Seeds:
 # the real files of examples/ and tests/data (gathered here, small ones only) plus
 # tests/fuzz/seeds/<target>. Runs use -seed=1 and start from an empty working
 # corpus (build/fuzz/corpus/<target>; DPK_FUZZ_KEEP_CORPUS=1 keeps it between runs). Crash,
@@ -14,14 +17,15 @@
 #   <target>: N execs, cov X, ft Y, <result> (T s run, E exec/s)
 # and exits 1 when any target reported a problem (2 on a build or usage error).
 # Needs clang++ (Debian: clang-14) and libFuzzer (libfuzzer-14-dev, libclang-rt-14-dev),
-# installed by scripts/bootstrap.sh.
+# installed by scripts/bootstrap.sh; HDF5 (libhdf5-dev) and, for fuzz_deepmd_model, Kokkos' headers
+# (DPK_FUZZ_KOKKOS, default /opt/dpk-deps/kokkos-openmp).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD="${DPK_FUZZ_BUILD_DIR:-$ROOT/build/fuzz}"
 SECONDS_PER_TARGET="${1:-60}"
 shift || true
-ALL_TARGETS=(fuzz_npy fuzz_input fuzz_model_file fuzz_deepmd_yaml)
+ALL_TARGETS=(fuzz_npy fuzz_input fuzz_model_file fuzz_deepmd_yaml fuzz_deepmd_hdf5 fuzz_deepmd_model)
 TARGETS=("$@")
 [ "${#TARGETS[@]}" -gt 0 ] || TARGETS=("${ALL_TARGETS[@]}")
 case "$SECONDS_PER_TARGET" in ''|*[!0-9]*) echo "fuzz.sh: seconds per target must be a positive integer, got '$SECONDS_PER_TARGET'" >&2; exit 2 ;; esac
@@ -33,10 +37,13 @@ CXX_FUZZ="${DPK_FUZZ_CXX:-$(command -v clang++-14 || command -v clang++ || true)
 [ -n "$CXX_FUZZ" ] || { echo "fuzz.sh: clang++ not found (scripts/bootstrap.sh installs clang-14 with libfuzzer-14-dev)" >&2; exit 2; }
 
 # ---------------------------------------------------------------------------- build
+mkdir -p "$BUILD"
 echo "[fuzz] building ${TARGETS[*]} with $CXX_FUZZ in $BUILD"
-if ! { cmake -S "$ROOT/tests/fuzz" -B "$BUILD" -DCMAKE_CXX_COMPILER="$CXX_FUZZ" >"$BUILD.configure.log" 2>&1 &&
+if ! { cmake -S "$ROOT/tests/fuzz" -B "$BUILD" -DCMAKE_CXX_COMPILER="$CXX_FUZZ" \
+         -DCMAKE_C_COMPILER="${DPK_FUZZ_CC:-$(command -v clang-14 || command -v clang || echo cc)}" \
+         -DCMAKE_PREFIX_PATH="${DPK_FUZZ_KOKKOS:-/opt/dpk-deps/kokkos-openmp}" >"$BUILD.configure.log" 2>&1 &&
        cmake --build "$BUILD" -j "${DPK_BUILD_JOBS:-2}" --target "${TARGETS[@]}" >"$BUILD.build.log" 2>&1; }; then
-  tail -30 "$BUILD.configure.log" "$BUILD.build.log" 2>/dev/null >&2
+  tail -30 "$BUILD.configure.log" "$BUILD.build.log" >&2 2>/dev/null || true
   echo "fuzz.sh: build failed (logs: $BUILD.configure.log, $BUILD.build.log)" >&2
   exit 2
 fi
@@ -46,7 +53,7 @@ fi
 # only so that libFuzzer's input length stays short; plus the committed seeds.
 SEEDS="$BUILD/seeds"
 rm -rf "$SEEDS"
-mkdir -p "$SEEDS/fuzz_npy" "$SEEDS/fuzz_input" "$SEEDS/fuzz_model_file" "$SEEDS/fuzz_deepmd_yaml"
+for t in "${ALL_TARGETS[@]}"; do mkdir -p "$SEEDS/$t"; done
 n=0
 while IFS= read -r -d '' f; do
   n=$((n + 1)); cp "$f" "$SEEDS/fuzz_npy/real_$n.npy"
@@ -65,11 +72,13 @@ while IFS= read -r -d '' f; do
 done < <(find "$ROOT/examples" "$ROOT/tests/data" -name '*.yaml' -size -64k -print0 | sort -z)
 for t in "${ALL_TARGETS[@]}"; do
   [ -d "$ROOT/tests/fuzz/seeds/$t" ] && cp "$ROOT/tests/fuzz/seeds/$t"/* "$SEEDS/$t/" 2>/dev/null || true
+  rm -f "$SEEDS/$t/NOTICE"
 done
 
 # ---------------------------------------------------------------------------- runs
 max_len() {
-  case "$1" in fuzz_npy) echo 16384 ;; fuzz_input) echo 8192 ;; fuzz_model_file) echo 65536 ;; fuzz_deepmd_yaml) echo 65536 ;; esac
+  case "$1" in fuzz_npy) echo 16384 ;; fuzz_input) echo 8192 ;; fuzz_model_file) echo 65536 ;; fuzz_deepmd_yaml) echo 65536 ;;
+    fuzz_deepmd_hdf5) echo 65536 ;; fuzz_deepmd_model) echo 36864 ;; esac
 }
 status=0
 summary=()

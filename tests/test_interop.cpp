@@ -382,3 +382,107 @@ TEST_CASE("interop: fuzz findings in the YAML reader are dpk::Errors naming the 
   }
   CHECK(message == "DeePMD-kit model 'deep.yaml': not valid YAML (flow collections nested deeper than 64 levels)");
 }
+
+namespace {
+
+/// A `.dp`-like HDF5 file at `path`: root attribute `json` holding `count` copies of `json_text`
+/// (one: a scalar variable-length string, as DeePMD-kit writes it) and, when `dims` is given, a
+/// float64 dataset `/variable_0000` of that shape whose values are never written.
+void write_hdf5(std::string const& path, std::string const& json_text, hsize_t count = 1,
+                std::vector<hsize_t> const& dims = {}, bool null_space = false) {
+  using dpk::interop::detail::hdf5::Handle;
+  Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  REQUIRE(file);
+  if (!dims.empty() || null_space) {
+    Handle space(null_space ? H5Screate(H5S_NULL) : H5Screate_simple(int(dims.size()), dims.data(), nullptr), H5Sclose);
+    Handle dataset(H5Dcreate2(file.id, "/variable_0000", H5T_IEEE_F64LE, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                   H5Dclose);
+    REQUIRE(dataset);
+  }
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.id, H5T_VARIABLE);
+  H5Tset_cset(type.id, H5T_CSET_UTF8);
+  Handle space(count == 1 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &count, nullptr), H5Sclose);
+  Handle attribute(H5Acreate2(file.id, "json", type.id, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  std::vector<char const*> texts(count, json_text.c_str());
+  REQUIRE(H5Awrite(attribute.id, type.id, texts.data()) >= 0);
+}
+
+}  // namespace
+
+TEST_CASE("interop: .dp reader refusals found writing fuzz_deepmd_hdf5 (regressions)") {
+  Scratch scratch("dp_regressions");
+  std::string const path = scratch / "m.dp";
+  std::string const ok_json = R"({"model": {"@variables": {"x": "/variable_0000"}}})";
+  // The `json` attribute as a list of two strings: read into one pointer, HDF5 wrote past it.
+  write_hdf5(path, ok_json, 2);
+  CHECK(error_of([&] { dpk::interop::read_deepmd_hdf5(path); }) ==
+        "DeePMD-kit model '" + path + "': root attribute 'json' is not a single string (2 elements)");
+  // A dataset whose shape promises 2^31 x 2^20 values that were never written: the reader
+  // allocated what the shape said (std::length_error / bad_alloc, not a dpk::Error).
+  write_hdf5(path, ok_json, 1, {hsize_t(1) << 31, hsize_t(1) << 20});
+  CHECK(error_of([&] { dpk::interop::read_deepmd_hdf5(path); }) ==
+        "DeePMD-kit model '" + path + "': variable 'model.@variables.x' (dataset '/variable_0000') has shape "
+        "[2147483648, 1048576] but only 0 bytes stored (unwritten, damaged or truncated)");
+  // A small dataset that was never written is refused the same way (its values would be fill values).
+  write_hdf5(path, ok_json, 1, {3, 4});
+  CHECK(contains(error_of([&] { dpk::interop::read_deepmd_hdf5(path); }), "has shape [3, 4] but only 0 bytes stored"));
+  // A null dataspace (no shape at all).
+  write_hdf5(path, ok_json, 1, {}, true);
+  CHECK(contains(error_of([&] { dpk::interop::read_deepmd_hdf5(path); }),
+                 "(dataset '/variable_0000') has no shape (null or unreadable dataspace)"));
+  // JSON nested 100,000 levels deep: nlohmann parses it, then for_each_variable recursed per level.
+  write_hdf5(path, std::string(100000, '[') + std::string(100000, ']'));
+  CHECK(error_of([&] { dpk::interop::read_deepmd_hdf5(path); }) ==
+        "DeePMD-kit model '" + path + "': root attribute 'json' is nested deeper than 100 levels of lists/objects");
+  // An array written into the attribute itself (DeePMD-kit writes datasets) with a shape that is
+  // not a list: it passed through unchecked, and the importer's array_shape threw nlohmann's type_error.
+  write_hdf5(path, R"({"model": {"@variables": {"x": {"@class": "np.ndarray", "dtype": "float64", "shape": "two", "value": [1, 2]}}}})");
+  CHECK(error_of([&] { dpk::interop::read_deepmd_hdf5(path); }) ==
+        "DeePMD-kit model '" + path + "': variable 'model.@variables.x' has shape \"two\", expected a list of non-negative integers");
+  // The same bytes read from memory (what fuzz_deepmd_hdf5 calls) give the same refusal.
+  std::ifstream in(path, std::ios::binary);
+  std::string const bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(error_of([&] { dpk::interop::parse_deepmd_hdf5(bytes, "memory.dp"); }) ==
+        "DeePMD-kit model 'memory.dp': variable 'model.@variables.x' has shape \"two\", expected a list of non-negative integers");
+  // And a real model read from memory equals the model read from its file.
+  std::ifstream real(fixtures + "/tos_true.dp", std::ios::binary);
+  std::string const real_bytes((std::istreambuf_iterator<char>(real)), std::istreambuf_iterator<char>());
+  CHECK(dpk::interop::parse_deepmd_hdf5(real_bytes, "memory.dp") == dpk::interop::read_deepmd_hdf5(fixtures + "/tos_true.dp"));
+  CHECK(contains(error_of([&] { dpk::interop::parse_deepmd_hdf5("not HDF5", "memory.dp"); }), "'memory.dp': not an HDF5 file"));
+}
+
+TEST_CASE("interop: dictionary -> model refusals found writing fuzz_deepmd_model (regressions)") {
+  // Each edit made model_from_deepmd_dict throw something other than a dpk::Error, wrap an
+  // integer, overflow an int or allocate what the file does not hold; each is now a dpk::Error.
+  check_refused("tos_true",
+                [](DeepmdDict& t) { t["model"]["fitting"]["@variables"]["bias_atom_e"]["shape"] = "two"; },
+                {"model.fitting.@variables.bias_atom_e", "has shape \"two\", expected a list of non-negative integers"});
+  check_refused("tos_true",
+                [](DeepmdDict& t) { t["model"]["fitting"]["@variables"]["bias_atom_e"]["shape"] = {2, -1}; },
+                {"model.fitting.@variables.bias_atom_e", "[2,-1]"});
+  check_refused("tos_true",
+                [](DeepmdDict& t) { t["model"]["fitting"]["@variables"]["bias_atom_e"]["value"] = {1.0, "x"}; },
+                {"model.fitting.@variables.bias_atom_e", "has a value \"x\" that is not a number"});
+  check_refused("tos_true",
+                [](DeepmdDict& t) { t["model"]["fitting"]["@variables"]["bias_atom_e"]["value"] = {1.0, 2.0, 3.0}; },
+                {"model.fitting.@variables.bias_atom_e", "has shape [2,1] but 3 values"});
+  // 2^32 + 10 read as int was 10: tos_true (sel [10, 14]) was accepted as if sel were [10, 14].
+  check_refused("tos_true", [](DeepmdDict& t) { t["model"]["descriptor"]["sel"][0] = 4294967306LL; },
+                {"model.descriptor.sel", "expected a list of non-negative integers below 2^31"});
+  check_refused("tos_true", [](DeepmdDict& t) { t["model"]["descriptor"]["sel"] = {2147483647, 2147483647}; },
+                {"model.descriptor.sel", "sums to more than 2^31 - 1 neighbours"});
+  check_refused("tos_true", [](DeepmdDict& t) { t["model"]["descriptor"]["axis_neuron"] = 4294967300LL; },
+                {"model.descriptor.axis_neuron", "has the wrong type (4294967300)"});
+  // neuron [2^31 - 1]: the layer shapes overflowed int, the buffer asked for ~10^19 values.
+  check_refused("tos_true",
+                [](DeepmdDict& t) {
+                  t["model"]["descriptor"]["neuron"] = {2147483647};
+                  t["model"]["fitting"]["dim_descrpt"] = nullptr;
+                },
+                {"model settings", "more than the file's arrays hold"});
+  check_refused("tos_true", [](DeepmdDict& t) { t["model"]["fitting"]["neuron"] = {100000, 100000}; },
+                {"model settings", "fitting.neuron [100000,100000]", "need 200", "more than the file's arrays hold"});
+  check_refused("tos_true", [](DeepmdDict& t) { t["model"]["descriptor"]["neuron"] = {0, 8}; },
+                {"model.descriptor.neuron", "expected entries >= 1"});
+}

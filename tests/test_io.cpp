@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <random>
 #include <set>
 #include <cstdint>
 #include <cstring>
@@ -1024,4 +1025,104 @@ TEST_CASE("input.json bad input: one error naming the file and the key path") {
     j.erase("training");
     expect(j, {"training: required"});
   }
+}
+
+// ------------------------------------------------------------------------------------ coincident atoms
+
+namespace {
+
+/// The first coincident pair by brute force: smallest j having an i < j within `limit` (over the
+/// periodic images -2..2 along each cell vector when `box` is given), then the smallest such i.
+dpk::CoincidentPair brute_force_pair(std::vector<double> const& x, std::vector<double> const* box, double limit) {
+  int const n = int(x.size() / 3);
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < j; ++i) {
+      int const reach = box ? 2 : 0;
+      double best = std::numeric_limits<double>::infinity();
+      for (int a = -reach; a <= reach; ++a)
+        for (int b = -reach; b <= reach; ++b)
+          for (int c = -reach; c <= reach; ++c) {
+            double r2 = 0;
+            for (int k = 0; k < 3; ++k) {
+              double d = x[3 * std::size_t(j) + std::size_t(k)] - x[3 * std::size_t(i) + std::size_t(k)];
+              if (box) d += a * (*box)[std::size_t(k)] + b * (*box)[std::size_t(3 + k)] + c * (*box)[std::size_t(6 + k)];
+              r2 += d * d;
+            }
+            best = std::min(best, std::sqrt(r2));
+          }
+      if (best < limit) return {i, j, best};
+    }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("coincident atoms: binned search equals brute force (periodic triclinic and open)") {
+  std::mt19937_64 engine(18);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  int found_pairs = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    bool const periodic = trial % 3 != 2;
+    int const n = 2 + int(unit(engine) * 150);
+    std::vector<double> box = {7.0 + 3 * unit(engine), 0, 0, 2 * unit(engine) - 1, 6.0 + 3 * unit(engine), 0,
+                               2 * unit(engine) - 1, 2 * unit(engine) - 1, 8.0 + 2 * unit(engine)};
+    std::vector<double> x(std::size_t(n) * 3);
+    for (int a = 0; a < n; ++a) {  // fractional positions in [0, 1), spread so that no two are within 0.01 A
+      double const f[3] = {unit(engine), unit(engine), unit(engine)};
+      for (int k = 0; k < 3; ++k)
+        x[3 * std::size_t(a) + std::size_t(k)] = f[0] * box[std::size_t(k)] + f[1] * box[std::size_t(3 + k)] + f[2] * box[std::size_t(6 + k)];
+    }
+    if (brute_force_pair(x, periodic ? &box : nullptr, 0.01).atom_i >= 0) continue;  // rare random near pair
+    // Make atom j (and sometimes a second) coincide with an earlier atom: exactly, through a
+    // lattice vector, 5e-7 A away (coincident), or 2e-6 A away (not).
+    int const kind = trial % 4;
+    if (n >= 3) {
+      int const j = 1 + int(unit(engine) * (n - 1)), i = int(unit(engine) * j);
+      for (int k = 0; k < 3; ++k) {
+        double v = x[3 * std::size_t(i) + std::size_t(k)];
+        if (kind == 1 && periodic) v += box[std::size_t(3 + k)] - box[std::size_t(6 + k)];
+        if (kind == 2) v += k == 0 ? 5e-7 : 0.0;
+        if (kind == 3) v += k == 1 ? 2e-6 : 0.0;
+        x[3 * std::size_t(j) + std::size_t(k)] = v;
+      }
+    }
+    dpk::CoincidentPair const expected = brute_force_pair(x, periodic ? &box : nullptr, dpk::min_pair_distance);
+    dpk::CoincidentPair const got = dpk::find_coincident_atoms(x.data(), box.data(), n, periodic);
+    INFO("trial " << trial << " n " << n << " periodic " << periodic << " kind " << kind);
+    CHECK(got.atom_i == expected.atom_i);
+    CHECK(got.atom_j == expected.atom_j);
+    if (expected.atom_i >= 0) {
+      ++found_pairs;
+      CHECK(std::fabs(got.distance - expected.distance) < 1e-12);
+    }
+  }
+  CHECK(found_pairs >= 20);  // the cases above are not all near misses
+}
+
+TEST_CASE("coincident atoms: read_system refuses every frame, naming the system, frame and atoms") {
+  fs::path const dir = scratch("coincident");
+  TinySystem const sys(dir / "sys", 2, 3);  // 3 atoms; set.000 frames 0-2, set.001 frames 3-5 (box 9 A)
+  std::string const path = sys.dir.string();
+  auto coords_of = [&](int s) { return dpk::read_npy((sys.set_dir(s) / "coord.npy").string()).data; };
+  CHECK(dpk::read_system(path, {}).nframes == 6);
+  // Frame 2 of set.001 (frame 5 of the system): atom 2 exactly on atom 0.
+  std::vector<double> coord = coords_of(1);
+  for (int k = 0; k < 3; ++k) coord[2 * 9 + 2 * 3 + std::size_t(k)] = coord[2 * 9 + std::size_t(k)];
+  sys.write_array(1, "coord.npy", {3, 9}, coord);
+  check_error([&] { dpk::read_system(path, {}); },
+              {"system '" + path + "' frame 5 (frame 2 of set.001): atoms 0 and 2 are 0 A apart (closer than 1e-06 A): "
+               "coincident atoms make the descriptor (1/r) infinite; remove or fix the frame"});
+  // Through the periodic image: atom 2 one cell vector (9 A along x) from atom 0.
+  coord[2 * 9 + 2 * 3] += 9.0;
+  sys.write_array(1, "coord.npy", {3, 9}, coord);
+  check_error([&] { dpk::read_system(path, {}); }, {"system '" + path + "' frame 5 (frame 2 of set.001): atoms 0 and 2 are"});
+  // Without periodic boundaries the same atoms are 9 A apart: the system loads.
+  write_bytes(sys.dir / "nopbc", "");
+  CHECK(dpk::read_system(path, {}).nframes == 6);
+  fs::remove(sys.dir / "nopbc");
+  // 1e-5 A apart is not coincident.
+  coord[2 * 9 + 2 * 3] = coord[2 * 9] + 1e-5;
+  sys.write_array(1, "coord.npy", {3, 9}, coord);
+  CHECK(dpk::read_system(path, {}).nframes == 6);
+  fs::remove_all(dir);
 }

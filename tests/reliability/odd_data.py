@@ -269,11 +269,52 @@ def main():
         coords[1][12:15] = coords[1][6:9]
         a = write_system(os.path.join(d, "overlap"), ["O", "H"], [0, 0, 1, 1, 1, 1], coords, [cube(6.0)] * 3)
         out, rc, text, s = train(d, input_json(os.path.join(d, "input.json"), [a], steps=4))
-        message = ("dpk-train: error: system '%s' frame 1: atoms 2 and 4 are 0 A apart (closer than 1e-06 A)" % a)
+        message = ("dpk-train: error: system '%s' frame 1 (frame 1 of set.000): atoms 2 and 4 are 0 A apart "
+                   "(closer than 1e-06 A)" % a)
         ok = check(name, rc == 1 and message in text, "status %d, expected 1 and '%s'" % (rc, message), text)
         ok = check(name, "nan" not in text.lower(), "NaN in the output", text) and ok
         ok = check(name, not os.path.exists(os.path.join(out, "model.dpk")), "a model was written") and ok
         report(name, ok, s, message)
+
+    @case
+    def overlapping_atoms_late_frame(name):
+        # Coincident atoms in the last of 3000 frames of the second of two systems, through the
+        # periodic image (atom 1 one box length from atom 0 along y); 3 batches of size 1 (steps
+        # 0-2) and the 10 statistics batches of each system draw at most 23 of the 3010 frames
+        # (1 in 300 of the bad system's). The system is refused when it
+        # is read, before the statistics, naming the system, the frame and the atoms; the
+        # validation system is read the same way. (Before: found only if a batch drew the frame.)
+        d = case_dir(name)
+        rng = random.Random(12)
+        good = random_system(os.path.join(d, "good"), ["O", "H"], [0, 1, 1], 10, 6.0, 13)
+        nframes = 3000
+        coords = [spread_atoms(3, 6.0, rng) for _ in range(nframes)]
+        last = coords[-1]
+        last[3:6] = [last[0], last[1] + 6.0, last[2]]
+        a = write_system(os.path.join(d, "late"), ["O", "H"], [0, 1, 1], coords, [cube(6.0)] * nframes)
+        config = input_json(os.path.join(d, "input.json"), [good, a], steps=2)
+        out, rc, text, s = train(d, config)
+        message = ("dpk-train: error: system '%s' frame %d (frame %d of set.000): atoms 0 and 1 are "
+                   % (a, nframes - 1, nframes - 1))
+        lines = [line for line in text.splitlines() if line.startswith(message)]
+        ok = check(name, rc == 1 and len(lines) == 1, "status %d, expected 1 and one line '%s...'" % (rc, message), text)
+        ok = check(name, lines and lines[0].endswith("(closer than 1e-06 A): coincident atoms make the descriptor "
+                                                    "(1/r) infinite; remove or fix the frame"),
+                   "the line does not end with the reason", text) and ok
+        ok = check(name, "dpk-train: step" not in text and not os.path.exists(os.path.join(out, "lcurve.out")),
+                   "training started", text) and ok
+        # The same frames as validation data only: refused too.
+        config = input_json(os.path.join(d, "input_validation.json"), [good], steps=2, validation=[a])
+        out2, rc2, text2, _ = train(d, config)
+        ok = check(name, rc2 == 1 and message in text2, "validation: status %d, expected 1 and '%s'" % (rc2, message),
+                   text2) and ok
+        # And with the frame repaired (atom 1 moved 1.5 A away) the same run trains.
+        last[4] += 1.5
+        write_system(a, ["O", "H"], [0, 1, 1], coords, [cube(6.0)] * nframes)
+        shutil.rmtree(out, ignore_errors=True)
+        out3, rc3, text3, _ = train(d, input_json(os.path.join(d, "input.json"), [good, a], steps=2))
+        ok = trained(name, out3, rc3, text3, 2) and ok
+        report(name, ok, s, lines[0] if lines else "")
 
     @case
     def sel_too_small(name):
@@ -294,7 +335,25 @@ def main():
         ok = check(name, found and "use sel >= [%d, %d]" % tuple(need) in found[0], "no 'use sel >= ...'") and ok
         ok = check(name, found and 0 <= text.find(found[0]) < text.find("dpk-train: step 1/"),
                    "the warning is not printed before training") and ok
-        report(name, ok, s, found[0] if found else "")
+        # Runs that start from a checkpoint (--restart) or a model (--init-model) compute no
+        # statistics; they check the same number of batches of each system (here: both frames)
+        # and warn the same way, before their first step.
+        config4 = input_json(os.path.join(d, "input4.json"), [a], steps=4, sel=(2, 4))
+        later = ("dpk-train: warning: descriptor.sel [2, 4] is too small for these data: the frames checked at start "
+                 "(10 batches of each system) have up to [%d, %d] neighbours of each type within rcut 4 A (" % tuple(need))
+        for how, start_from in (("--restart", os.path.join(out, "model.ckpt")),
+                                ("--init-model", os.path.join(out, "model.dpk"))):
+            out2 = os.path.join(d, "out" + how.replace("-", "_"))
+            rc2, text2, _ = run([dpk_train, "train", config4, "--output", out2, how, start_from])
+            first = 2 if how == "--restart" else 0
+            ok = check(name, rc2 == 0, "%s: exit status %d" % (how, rc2), text2) and ok
+            lines = [line for line in text2.splitlines() if line.startswith(later)]
+            ok = check(name, len(lines) == 1 and lines[0].endswith("use sel >= [%d, %d] (dp neighbor-stat counts over "
+                                                                    "all frames)" % tuple(need)),
+                       "%s: no line '%s... use sel >= [%d, %d] ...'" % ((how, later) + tuple(need)), text2) and ok
+            ok = check(name, lines and 0 <= text2.find(lines[0]) < text2.find("dpk-train: step %d/" % (first + 1)),
+                       "%s: the warning is not printed before training" % how, text2) and ok
+        report(name, ok, s, (found[0] if found else "") + "; the same from --restart and --init-model")
 
     @case
     def numb_steps_0(name):

@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -52,6 +54,35 @@ inline DeepmdDict make_array(std::string const& dtype, std::vector<std::size_t> 
 inline bool is_array(DeepmdDict const& node) {
   return node.is_object() && node.contains("@class") && node["@class"] == "np.ndarray" && node.contains("shape") &&
          node.contains("value");
+}
+
+/// What is wrong with the array node `node` (is_array true), or "" when it is well formed:
+/// `dtype` "float64" or "float32", `shape` a list of non-negative integers whose product fits in
+/// size_t, `value` a flat list of exactly that many numbers. array_shape and array_values may be
+/// called on a node for which this returns "" (they throw nlohmann's exceptions otherwise).
+inline std::string array_problem(DeepmdDict const& node) {
+  auto const& dtype = node.contains("dtype") ? node["dtype"] : DeepmdDict();
+  if (dtype != "float64" && dtype != "float32")
+    return "has dtype " + (dtype.is_string() ? "'" + show(dtype).substr(1, show(dtype).size() - 2) + "'" : show(dtype)) +
+           ", expected float64 or float32";
+  auto const& shape = node["shape"];
+  if (!shape.is_array()) return "has shape " + show(shape) + ", expected a list of non-negative integers";
+  std::size_t count = 1;
+  bool overflow = false;
+  for (auto const& extent : shape) {
+    if (!extent.is_number_integer() || (extent.is_number_integer() && !extent.is_number_unsigned() && extent.get<long long>() < 0))
+      return "has shape " + show(shape) + ", expected a list of non-negative integers";
+    auto const e = extent.get<std::uint64_t>();
+    if (e != 0 && count > std::numeric_limits<std::size_t>::max() / e) overflow = true;
+    else count *= std::size_t(e);
+  }
+  auto const& value = node["value"];
+  if (!value.is_array()) return "has 'value' " + show(value) + ", expected a flat list of numbers";
+  if (overflow || value.size() != count)
+    return "has shape " + show(shape) + " but " + std::to_string(value.size()) + " values";
+  for (auto const& v : value)
+    if (!v.is_number()) return "has a value " + show(v) + " that is not a number";
+  return "";
 }
 
 /// Shape of an array node.

@@ -10,12 +10,14 @@
 
 #include <dpk/core/error.hpp>
 #include <dpk/interop/deepmd_dict.hpp>
+#include <dpk/io/json_depth.hpp>
 
 #include <hdf5.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -51,6 +53,13 @@ inline std::string read_string_attribute(hid_t object, char const* name, std::st
   if (!attribute) throw fail("cannot be opened");
   Handle type(H5Aget_type(attribute.id), H5Tclose);
   if (H5Tget_class(type.id) != H5T_STRING) throw fail("is not a string");
+  // One string: reading a list of them into one would write past the buffer.
+  {
+    Handle space(H5Aget_space(attribute.id), H5Sclose);
+    if (!space || H5Sget_simple_extent_npoints(space.id) != 1)
+      throw fail("is not a single string (" + std::to_string(space ? H5Sget_simple_extent_npoints(space.id) : -1) +
+                 " elements)");
+  }
   if (H5Tis_variable_str(type.id) > 0) {
     Handle memtype(H5Tcopy(H5T_C_S1), H5Tclose);
     H5Tset_size(memtype.id, H5T_VARIABLE);
@@ -81,18 +90,73 @@ inline DeepmdDict read_dataset(hid_t file_id, std::string const& name, std::stri
   if (H5Tget_class(type.id) != H5T_FLOAT || (H5Tget_size(type.id) != 4 && H5Tget_size(type.id) != 8))
     throw fail("has a data type other than float32/float64");
   std::string const dtype = H5Tget_size(type.id) == 4 ? "float32" : "float64";
+  std::size_t const element_bytes = H5Tget_size(type.id);
   Handle space(H5Dget_space(dataset.id), H5Sclose);
+  H5S_class_t const space_class = space ? H5Sget_simple_extent_type(space.id) : H5S_NO_CLASS;
+  if (space_class != H5S_SCALAR && space_class != H5S_SIMPLE) throw fail("has no shape (null or unreadable dataspace)");
   int const rank = H5Sget_simple_extent_ndims(space.id);
   if (rank < 0) throw fail("has an unreadable shape");
   std::vector<hsize_t> dims(std::size_t(rank), 0);
-  if (rank > 0) H5Sget_simple_extent_dims(space.id, dims.data(), nullptr);
+  if (rank > 0 && H5Sget_simple_extent_dims(space.id, dims.data(), nullptr) < 0) throw fail("has an unreadable shape");
   std::vector<std::size_t> shape(dims.begin(), dims.end());
+  // The values must be in the file: a shape is a header field, and a damaged one (or a dataset
+  // whose storage was never written) must not make dpk allocate what the file does not hold.
+  // Stored bytes bound the values (deflate, HDF5's only standard compressing filter, shrinks
+  // data at most about 1032 times; unfiltered data takes its full size).
   std::size_t count = 1;
-  for (auto d : shape) count *= d;
+  bool too_many = false;
+  for (auto d : shape) {
+    if (d != 0 && count > std::numeric_limits<std::size_t>::max() / sizeof(double) / d) too_many = true;
+    else count *= d;
+  }
+  hsize_t const stored = H5Dget_storage_size(dataset.id);
+  Handle create(H5Dget_create_plist(dataset.id), H5Pclose);
+  int const filters = create ? H5Pget_nfilters(create.id) : 0;
+  long double const held = filters > 0 ? (long double)stored * 1100.0L : (long double)stored;
+  if (too_many || (long double)count * element_bytes > held)
+    throw fail("has shape " + shape_string(shape) + " but only " + std::to_string(stored) +
+               " bytes stored (unwritten, damaged or truncated)");
   std::vector<double> values(count);
   if (count > 0 && H5Dread(dataset.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)
     throw fail("cannot be read (file damaged or truncated?)");
   return make_array(dtype, shape, values);
+}
+
+/// Refuses an array written into the `json` attribute itself (DeePMD-kit writes datasets) that
+/// is not well formed.
+inline void check_array(DeepmdDict const& node, std::string const& key, std::string const& file) {
+  std::string const problem = array_problem(node);
+  if (!problem.empty()) throw Error("DeePMD-kit model '" + file + "': variable '" + key + "' " + problem);
+}
+
+}  // namespace detail::hdf5
+
+namespace detail::hdf5 {
+
+/// The dictionary of the open `.dp` file `file_id` (`path` names it in errors).
+inline DeepmdDict read_tree(hid_t file_id, std::string const& path) {
+  std::string const text = read_string_attribute(file_id, "json", path);
+  if (dpk::detail::json_nesting_depth(text.data(), text.data() + text.size()) > dpk::detail::max_json_depth)
+    throw Error("DeePMD-kit model '" + path + "': root attribute 'json' is nested deeper than " +
+                std::to_string(dpk::detail::max_json_depth) + " levels of lists/objects");
+  DeepmdDict tree;
+  try {
+    tree = DeepmdDict::parse(text);
+  } catch (nlohmann::json::exception const& e) {
+    throw Error("DeePMD-kit model '" + path + "': root attribute 'json' is not valid JSON (" + e.what() + ")");
+  }
+  if (!tree.is_object()) throw Error("DeePMD-kit model '" + path + "': root attribute 'json' is not a JSON object");
+  for_each_variable(tree, [&](DeepmdDict& node, std::string const& key) {
+    if (is_array(node)) {
+      check_array(node, key, path);
+      return;
+    }
+    if (!node.is_string())
+      throw Error("DeePMD-kit model '" + path + "': variable '" + key + "' is " + show(node) +
+                  ", expected the name of a dataset");
+    node = read_dataset(file_id, node.get<std::string>(), key, path);
+  });
+  return tree;
 }
 
 }  // namespace detail::hdf5
@@ -109,22 +173,21 @@ inline DeepmdDict read_deepmd_hdf5(std::string const& path) {
     throw Error("DeePMD-kit model '" + path + "': not an HDF5 file (a .dp model is HDF5), or truncated");
   detail::hdf5::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file) throw Error("DeePMD-kit model '" + path + "': HDF5 cannot open it (damaged or truncated)");
-  std::string const text = detail::hdf5::read_string_attribute(file.id, "json", path);
-  DeepmdDict tree;
-  try {
-    tree = DeepmdDict::parse(text);
-  } catch (nlohmann::json::exception const& e) {
-    throw Error("DeePMD-kit model '" + path + "': root attribute 'json' is not valid JSON (" + e.what() + ")");
-  }
-  if (!tree.is_object()) throw Error("DeePMD-kit model '" + path + "': root attribute 'json' is not a JSON object");
-  for_each_variable(tree, [&](DeepmdDict& node, std::string const& key) {
-    if (is_array(node)) return;
-    if (!node.is_string())
-      throw Error("DeePMD-kit model '" + path + "': variable '" + key + "' is " + show(node) +
-                  ", expected the name of a dataset");
-    node = detail::hdf5::read_dataset(file.id, node.get<std::string>(), key, path);
-  });
-  return tree;
+  return detail::hdf5::read_tree(file.id, path);
+}
+
+/// Reads the bytes of a `.dp` file (`path` names it in errors) from memory, as read_deepmd_hdf5
+/// reads the file: HDF5's in-memory (core) driver opens a copy of `bytes` as a file image.
+inline DeepmdDict parse_deepmd_hdf5(std::string const& bytes, std::string const& path) {
+  detail::hdf5::quiet();
+  if (bytes.empty()) throw Error("DeePMD-kit model '" + path + "': empty (a .dp model is HDF5)");
+  detail::hdf5::Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (!access || H5Pset_fapl_core(access.id, 1 << 16, 0) < 0 ||
+      H5Pset_file_image(access.id, const_cast<char*>(bytes.data()), bytes.size()) < 0)
+    throw Error("DeePMD-kit model '" + path + "': HDF5 cannot take the bytes as a file image");
+  detail::hdf5::Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.id), H5Fclose);
+  if (!file) throw Error("DeePMD-kit model '" + path + "': not an HDF5 file (a .dp model is HDF5), or damaged or truncated");
+  return detail::hdf5::read_tree(file.id, path);
 }
 
 /// Writes `tree` as a `.dp` file at `path`: to `path.tmp.<pid>` first, renamed into place when

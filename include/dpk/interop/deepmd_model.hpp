@@ -15,7 +15,10 @@
 #include <dpk/nn/layer.hpp>
 #include <dpk/io/model_file.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <ctime>
 #include <string>
 #include <vector>
@@ -49,6 +52,11 @@ T get(DeepmdDict const& node, std::string const& key, std::string const& path, C
       if (!v.is_boolean()) throw nlohmann::json::type_error::create(302, "not a boolean", nullptr);
     } else if constexpr (std::is_integral_v<T>) {
       if (!v.is_number_integer()) throw nlohmann::json::type_error::create(302, "not an integer", nullptr);
+      bool const fits = v.is_number_unsigned()
+                            ? v.get<std::uint64_t>() <= std::uint64_t(std::numeric_limits<T>::max())
+                            : v.get<std::int64_t>() >= std::int64_t(std::numeric_limits<T>::min()) &&
+                                  v.get<std::int64_t>() <= std::int64_t(std::numeric_limits<T>::max());
+      if (!fits) throw nlohmann::json::type_error::create(302, "out of range", nullptr);
     } else if constexpr (std::is_floating_point_v<T>) {
       if (!v.is_number()) throw nlohmann::json::type_error::create(302, "not a number", nullptr);
     }
@@ -82,7 +90,9 @@ inline void expect_empty(DeepmdDict const& node, std::string const& key, std::st
 inline void expect_version(DeepmdDict const& node, int lo, int hi, std::string const& path, Context const& c) {
   if (!node.contains("@version")) return;
   auto const& v = node["@version"];
-  if (!v.is_number_integer() || v.get<int>() < lo || v.get<int>() > hi)
+  if (!v.is_number_integer() || (v.is_number_unsigned() ? v.get<std::uint64_t>() > std::uint64_t(hi)
+                                                         : v.get<std::int64_t>() > hi) ||
+      v.get<std::int64_t>() < lo)
     throw c.error(join(path, "@version"), "is " + show(v) + "; dpk reads versions " + std::to_string(lo) + " to " +
                                               std::to_string(hi));
 }
@@ -93,9 +103,8 @@ inline std::vector<double> array(DeepmdDict const& node, std::string const& key,
   DeepmdDict const& v = at(node, key, path, c);
   if (!is_array(v)) throw c.error(join(path, key), "is " + (v.is_null() ? std::string("null") : std::string("not an array")) +
                                                        ", expected an array of shape " + shape_string(shape));
-  std::string const dtype = v.value("dtype", "");
-  if (dtype != "float64" && dtype != "float32")
-    throw c.error(join(path, key), "has dtype '" + dtype + "', expected float64 or float32");
+  std::string const problem = array_problem(v);
+  if (!problem.empty()) throw c.error(join(path, key), problem);
   if (array_shape(v) != shape)
     throw c.error(join(path, key), "has shape " + shape_string(array_shape(v)) + ", expected " + shape_string(shape));
   return array_values(v);
@@ -187,11 +196,43 @@ inline std::vector<int> int_list(DeepmdDict const& node, std::string const& key,
   if (!v.is_array()) throw c.error(join(path, key), "is " + show(v) + ", expected a list of integers");
   std::vector<int> out;
   for (auto const& x : v) {
-    if (!x.is_number_integer() || x.get<long long>() < 0)
-      throw c.error(join(path, key), "is " + show(v) + ", expected a list of non-negative integers");
+    bool const fits = x.is_number_unsigned()
+                          ? x.get<std::uint64_t>() <= std::uint64_t(std::numeric_limits<int>::max())
+                          : x.is_number_integer() && x.get<std::int64_t>() >= 0 &&
+                                x.get<std::int64_t>() <= std::numeric_limits<int>::max();
+    if (!fits)
+      throw c.error(join(path, key), "is " + show(v) + ", expected a list of non-negative integers below 2^31");
     out.push_back(x.get<int>());
   }
   return out;
+}
+
+/// Number of float values held by the array nodes below `node` (the most parameters a model
+/// read from it can have).
+inline double values_held(DeepmdDict const& node) {
+  if (is_array(node)) return node["value"].is_array() ? double(node["value"].size()) : 0.0;
+  double n = 0;
+  if (node.is_object() || node.is_array())
+    for (auto const& item : node) n += values_held(item);
+  return n;
+}
+
+/// Parameters of the se_e2_a + ener model of these settings, counted in double (no overflow
+/// for any int settings): weights, biases and timesteps of every network.
+inline double parameter_count(DescriptorConfig const& dc, FittingConfig const& fc, int ntypes) {
+  auto network = [](double n_in, std::vector<int> const& neuron, bool last_linear) {
+    double n = 0;
+    for (int out : neuron) {
+      n += n_in * out + 2.0 * out;  // w, b, (at most) idt
+      n_in = out;
+    }
+    if (last_linear) n += n_in + 1;
+    return n;
+  };
+  double const nt = ntypes;
+  double const nets = dc.type_one_side ? nt : nt * nt;
+  double const dim = double(dc.neuron.back()) * dc.axis_neuron;
+  return nets * network(1, dc.neuron, false) + nt * network(dim, fc.neuron, true);
 }
 
 inline std::string utc_now() {
@@ -259,7 +300,13 @@ inline ModelFileData model_from_deepmd_dict(DeepmdDict const& tree, std::string 
   expect_empty(d, "spin", dp, c, "spin models are not supported");
   expect_empty(d, "type_embedding", dp, c, "type embedding is not supported");
   if (dc.sel.empty()) throw c.error("model.descriptor.sel", "is empty");
+  long long sel_sum = 0;
+  for (int s : dc.sel) sel_sum += s;
+  if (sel_sum > std::numeric_limits<int>::max())
+    throw c.error("model.descriptor.sel", "is " + show(d["sel"]) + ": sums to more than 2^31 - 1 neighbours");
   if (dc.neuron.empty()) throw c.error("model.descriptor.neuron", "is empty");
+  for (int n : dc.neuron)
+    if (n < 1) throw c.error("model.descriptor.neuron", "is " + show(d["neuron"]) + ", expected entries >= 1");
   if (dc.axis_neuron < 1 || dc.axis_neuron > dc.neuron.back())
     throw c.error("model.descriptor.axis_neuron", "is " + std::to_string(dc.axis_neuron) + ", expected 1.." +
                                                       std::to_string(dc.neuron.back()));
@@ -327,6 +374,16 @@ inline ModelFileData model_from_deepmd_dict(DeepmdDict const& tree, std::string 
     throw c.error("model.fitting.precision", "is \"" + fprecision + "\" but descriptor.precision is \"" + precision +
                                                  "\" (mixed precisions are not supported)");
   fc.precision = precision;
+  for (int n : fc.neuron)
+    if (n < 1) throw c.error("model.fitting.neuron", "is " + show(f["neuron"]) + ", expected entries >= 1");
+  // Every parameter comes from a value of the file: larger settings are refused before any
+  // layer size is computed (in int) or the parameter buffer allocated.
+  double const parameters_needed = parameter_count(dc, fc, ntypes);
+  if (parameters_needed > values_held(tree) || parameters_needed > double(std::numeric_limits<int>::max()))
+    throw c.error("model", "settings (sel " + show(d["sel"]) + ", descriptor.neuron " + show(d["neuron"]) +
+                               ", axis_neuron " + std::to_string(dc.axis_neuron) + ", fitting.neuron " +
+                               show(f["neuron"]) + ") need " + std::to_string(static_cast<long long>(std::min(parameters_needed, 1e18))) +
+                               " parameters, more than the file's arrays hold");
   int const dim_descrpt = dc.neuron.back() * dc.axis_neuron;
   expect_value(f, "dim_descrpt", dim_descrpt, fp, c, "must be neuron[-1] x axis_neuron of the descriptor");
   auto const& fvars = at(f, "@variables", fp, c);

@@ -3,6 +3,7 @@
 /// \brief deepmd/npy "systems" on the host: type.raw, type_map.raw, set.*/{coord,box,energy,force,virial}.npy.
 
 #include <dpk/core/error.hpp>
+#include <dpk/io/coincident_atoms.hpp>
 #include <dpk/io/npy.hpp>
 
 #include <algorithm>
@@ -181,6 +182,17 @@ inline System read_system(std::string const& path, std::vector<std::string> cons
       detail::read_set_array(set / "box.npy", nf, 9, "(" + frames + ", 9)", why, sys.box);
     } else {
       sys.box.insert(sys.box.end(), std::size_t(nf) * 9, 0.0);
+    }
+    // Coincident atoms, in every frame (not only in those a batch draws): the descriptor has 1/r.
+    std::size_t const first = std::size_t(sys.nframes);
+    for (std::size_t f = 0; f < std::size_t(nf); ++f) {
+      std::size_t const frame = first + f;
+      CoincidentPair const pair = find_coincident_atoms(sys.coord.data() + frame * natoms * 3,
+                                                        sys.box.data() + frame * 9, sys.natoms, sys.periodic);
+      if (pair.atom_i >= 0)
+        throw Error("system '" + path + "' frame " + std::to_string(frame) + " (frame " + std::to_string(f) + " of " +
+                    set.filename().string() + "): " +
+                    coincident_pair_text(pair.atom_i, pair.atom_j, pair.distance, min_pair_distance));
     }
     require_file(set / "energy.npy");
     detail::read_set_array(set / "energy.npy", nf, 1, "(" + frames + ",)", why, sys.energy);

@@ -13,6 +13,7 @@
 #include <dpk/core/frames.hpp>
 #include <dpk/core/profiling.hpp>
 #include <dpk/core/types.hpp>
+#include <dpk/io/coincident_atoms.hpp>
 #include <dpk/descriptor/environment_matrix.hpp>
 #include <dpk/descriptor/force_virial.hpp>
 #include <dpk/descriptor/se_a.hpp>
@@ -65,11 +66,6 @@ struct Prediction {
   View2<Scalar, MemorySpace> atom_virial{"dpk::Prediction::atom_virial", 0, 9};  ///< (nloc, 9)
 };
 
-/// se_e2_a descriptor + per-type energy fitting nets, templated on precision and execution space.
-/// All parameters live in one flat device buffer (`parameters()`), their gradient in another.
-/// Atoms closer than this (A) make EnergyModel::prepare throw CoincidentAtomsError.
-inline constexpr double min_pair_distance = 1e-6;
-
 /// Two atoms of a batch frame (or an atom and a periodic image) closer than min_pair_distance.
 /// The message names the batch frame and the atoms (0-based within the frame); the trainer
 /// rethrows it naming the system and its frame.
@@ -83,15 +79,7 @@ class CoincidentAtomsError : public Error {
 
   /// "atoms I and J are R A apart (closer than LIMIT A) ..." without the frame.
   static std::string pair_text(int atom_i, int atom_j, double distance, double limit) {
-    char text[256];
-    if (atom_i == atom_j)
-      std::snprintf(text, sizeof text, "atom %d is %g A from its own periodic image (closer than %g A; the box is "
-                    "degenerate)", atom_i, distance, limit);
-    else
-      std::snprintf(text, sizeof text, "atoms %d and %d are %g A apart (closer than %g A): coincident atoms make the "
-                    "descriptor (1/r) infinite; remove or fix the frame", std::min(atom_i, atom_j),
-                    std::max(atom_i, atom_j), distance, limit);
-    return text;
+    return coincident_pair_text(atom_i, atom_j, distance, limit);
   }
 
  private:
@@ -100,6 +88,8 @@ class CoincidentAtomsError : public Error {
   }
 };
 
+/// se_e2_a descriptor + per-type energy fitting nets, templated on precision and execution space.
+/// All parameters live in one flat device buffer (`parameters()`), their gradient in another.
 template <class Scalar, class ExecutionSpace>
 class EnergyModel {
   static_assert(Kokkos::is_execution_space<ExecutionSpace>::value, "dpk: ExecutionSpace must be a Kokkos execution space");

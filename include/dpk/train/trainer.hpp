@@ -471,6 +471,7 @@ class Trainer {
       last_checkpoint_ = file;
       if (comm_.is_root()) adopt_checkpoints(file);
       if (log()) *log() << "dpk-train: restarting from " << file << " at step " << step_ << "\n";
+      check_sel();
       return;
     }
     if (!options_.init_frz_model.empty()) {
@@ -486,6 +487,7 @@ class Trainer {
       ModelFileData const d = read_model_file(options_.init_model);
       load_weights(d, options_.init_model);
       if (log()) *log() << "dpk-train: parameters, statistics and bias from " << options_.init_model << "\n";
+      check_sel();
     } else {
       compute_statistics();
       model_->set_energy_bias(energy_bias_least_squares(bias_counts_, bias_energies_, ntypes_));
@@ -579,28 +581,57 @@ class Trainer {
     accumulator.finalize(avg, std_dev);
     model_->set_statistics(avg, std_dev);
     long const dropped = model_->neighbors_dropped();
-    if (dropped > 0) {
-      std::vector<int> const need = needed_sel();
-      auto list = [](std::vector<int> const& v) {
-        std::string text = "[";
-        for (std::size_t t = 0; t < v.size(); ++t) text += (t ? ", " : "") + std::to_string(v[t]);
-        return text + "]";
-      };
-      char rcut[32];
-      std::snprintf(rcut, sizeof rcut, "%g", config_.descriptor.rcut);
-      sel_warning_ = "descriptor.sel " + list(config_.descriptor.sel) + " is too small for these data: ";
-      if (!need.empty())
-        sel_warning_ += "the statistics frames have up to " + list(need) + " neighbours of each type within rcut " +
-                        rcut + " A (" + std::to_string(dropped) + " neighbours beyond sel dropped in them); use sel >= " +
-                        list(need) + " (dp neighbor-stat counts over all frames)";
-      else
-        sel_warning_ += std::to_string(dropped) + " neighbours beyond sel dropped in the statistics frames; "
-                        "increase descriptor.sel (dp neighbor-stat gives the counts)";
-    }
+    if (dropped > 0) set_sel_warning(dropped, "the statistics frames");
+  }
+
+  /// A run that starts from --restart or --init-model computes no statistics: the same frames
+  /// (data_stat_nbatch batches of each system, from a copy of the sampler, so the run's own
+  /// draws are unchanged) get a neighbour search with the model's sel, and the sel warning when
+  /// it drops neighbours. Rank 0 only, as compute_statistics.
+  void check_sel() {
+    if (!comm_.is_root()) return;
+    NeighborSearch<Scalar, ExecutionSpace> search(config_.descriptor.rcut, config_.descriptor.sel);
+    NeighborList<Scalar, memory_space> list;
+    DataSampler probe = *sampler_;
+    HostBatch batch;
+    Frames<Scalar, memory_space> frames;
+    Labels<Scalar, memory_space> labels;
+    long dropped = 0;
+    for (std::size_t s = 0; s < probe.systems().size(); ++s)
+      for (int b = 0; b < options_.data_stat_nbatch; ++b) {
+        probe.next_of(int(s), batch);
+        upload(batch, frames, labels);
+        search.build(space_, frames, list);
+        dropped += list.dropped;
+      }
+    if (dropped > 0)
+      set_sel_warning(dropped, "the frames checked at start (" + std::to_string(options_.data_stat_nbatch) +
+                                   " batches of each system)");
+  }
+
+  /// The warning printed before the first step: `dropped` neighbours beyond sel in `frames`, the
+  /// sel that keeps them all (needed_sel, over the same frames) and how to get the counts of all.
+  void set_sel_warning(long dropped, std::string const& frames) {
+    std::vector<int> const need = needed_sel();
+    auto list = [](std::vector<int> const& v) {
+      std::string text = "[";
+      for (std::size_t t = 0; t < v.size(); ++t) text += (t ? ", " : "") + std::to_string(v[t]);
+      return text + "]";
+    };
+    char rcut[32];
+    std::snprintf(rcut, sizeof rcut, "%g", config_.descriptor.rcut);
+    sel_warning_ = "descriptor.sel " + list(config_.descriptor.sel) + " is too small for these data: ";
+    if (!need.empty())
+      sel_warning_ += frames + " have up to " + list(need) + " neighbours of each type within rcut " + rcut + " A (" +
+                      std::to_string(dropped) + " neighbours beyond sel dropped in them); use sel >= " + list(need) +
+                      " (dp neighbor-stat counts over all frames)";
+    else
+      sel_warning_ += std::to_string(dropped) + " neighbours beyond sel dropped in " + frames +
+                      "; increase descriptor.sel (dp neighbor-stat gives the counts)";
   }
 
   /// Largest neighbour count of each type within rcut over the statistics batches (the ones
-  /// compute_statistics used), from a neighbour search with sel doubled until nothing is
+  /// compute_statistics or check_sel used), from a neighbour search with sel doubled until nothing is
   /// dropped; empty when it does not converge. Only called when the statistics dropped some.
   std::vector<int> needed_sel() {
     std::vector<int> sel = config_.descriptor.sel;
