@@ -3,7 +3,7 @@
 /// \brief deepmd/npy "systems" on the host: type.raw, type_map.raw, set.*/{coord,box,energy,force,virial}.npy.
 
 #include <dpk/core/error.hpp>
-#include <dpk/io/coincident_atoms.hpp>
+#include <dpk/neighbor/coincident_atoms.hpp>
 #include <dpk/io/npy.hpp>
 
 #include <algorithm>

@@ -13,7 +13,7 @@
 #include <dpk/core/frames.hpp>
 #include <dpk/core/profiling.hpp>
 #include <dpk/core/types.hpp>
-#include <dpk/io/coincident_atoms.hpp>
+#include <dpk/neighbor/coincident_atoms.hpp>
 #include <dpk/descriptor/environment_matrix.hpp>
 #include <dpk/descriptor/force_virial.hpp>
 #include <dpk/descriptor/se_a.hpp>
