@@ -15,7 +15,8 @@
 # timeout, leak and out-of-memory inputs go to build/fuzz/artifacts/<target>/; logs to
 # build/fuzz/logs/<target>.log. Prints one line per target,
 #   <target>: N execs, cov X, ft Y, <result> (T s run, E exec/s)
-# and exits 1 when any target reported a problem (2 on a build or usage error).
+# and exits 1 when any target reported a problem (2 on a build or usage error). Targets run
+# DPK_FUZZ_JOBS at a time (default: the number of CPUs).
 # Needs clang++ (Debian: clang-14) and libFuzzer (libfuzzer-14-dev, libclang-rt-14-dev),
 # installed by scripts/bootstrap.sh; HDF5 (libhdf5-dev) and, for fuzz_deepmd_model, Kokkos' headers
 # (DPK_FUZZ_KOKKOS, default /opt/dpk-deps/kokkos-openmp).
@@ -80,16 +81,16 @@ max_len() {
   case "$1" in fuzz_npy) echo 16384 ;; fuzz_input) echo 8192 ;; fuzz_model_file) echo 65536 ;; fuzz_deepmd_yaml) echo 65536 ;;
     fuzz_deepmd_hdf5) echo 65536 ;; fuzz_deepmd_model) echo 36864 ;; esac
 }
-status=0
-summary=()
 mkdir -p "$BUILD/logs"
-for t in "${TARGETS[@]}"; do
-  corpus="$BUILD/corpus/$t" artifacts="$BUILD/artifacts/$t" log="$BUILD/logs/$t.log"
+# run_target T: one libFuzzer run of T; writes its summary line to logs/T.result and exits 1 when
+# the run reported a problem.
+run_target() {
+  local t="$1" corpus="$BUILD/corpus/$1" artifacts="$BUILD/artifacts/$1" log="$BUILD/logs/$1.log"
   [ "${DPK_FUZZ_KEEP_CORPUS:-0}" = 1 ] || rm -rf "$corpus"
   rm -rf "$artifacts"
   mkdir -p "$corpus" "$artifacts"
-  echo "[fuzz] $t: ${SECONDS_PER_TARGET} s (log: $log)"
-  rc=0 start=$(date +%s)
+  local rc=0 start elapsed last execs cov ft rate found result kind
+  start=$(date +%s)
   ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}" \
     "$BUILD/$t" -seed=1 -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -rss_limit_mb=2048 \
       -max_len="$(max_len "$t")" -print_final_stats=1 -artifact_prefix="$artifacts/" \
@@ -106,14 +107,37 @@ for t in "${TARGETS[@]}"; do
   if [ "$rc" = 0 ] && [ -z "$found" ]; then
     result=ok
   else
-    status=1
     kind=$(grep -m1 -oE 'ERROR: (libFuzzer|AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer)[^(]*' "$log" || true)
     [ -n "$kind" ] || kind=$(grep -m1 -oE 'runtime error: .*' "$log" || true)
     result="FAILED rc=$rc ${kind:-see log}${found:+, input $artifacts/$found}"
   fi
-  line="$t: ${execs:-?} execs, cov ${cov:-?}, ft ${ft:-?}, $result (${elapsed} s run, ${rate:-?} exec/s)"
+  echo "$t: ${execs:-?} execs, cov ${cov:-?}, ft ${ft:-?}, $result (${elapsed} s run, ${rate:-?} exec/s)" \
+    | tee "$BUILD/logs/$t.result"
+  [ "$result" = ok ]
+}
+
+# Targets run side by side, DPK_FUZZ_JOBS at a time (default: the CPUs; each libFuzzer process
+# uses one), so CI's 60 s per target takes about 60 s x targets / CPUs.
+jobs_max="${DPK_FUZZ_JOBS:-$(nproc)}"
+case "$jobs_max" in ''|*[!0-9]*|0) echo "fuzz.sh: DPK_FUZZ_JOBS must be a positive integer, got '$jobs_max'" >&2; exit 2 ;; esac
+running=0
+for t in "${TARGETS[@]}"; do
+  rm -f "$BUILD/logs/$t.result"
+  echo "[fuzz] $t: ${SECONDS_PER_TARGET} s (log: $BUILD/logs/$t.log)"
+  run_target "$t" &
+  running=$((running + 1))
+  if [ "$running" -ge "$jobs_max" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+done
+wait || true
+status=0
+summary=()
+for t in "${TARGETS[@]}"; do
+  line=$(cat "$BUILD/logs/$t.result" 2>/dev/null || echo "$t: FAILED (no result: the run did not finish)")
+  case "$line" in *", ok ("*) ;; *) status=1 ;; esac
   summary+=("$line")
-  echo "$line"
 done
 
 echo "[fuzz] summary"
