@@ -4,6 +4,8 @@
 // its own energy, both schedules of the tabulated kernels, lookups outside the tables, errors.
 #include <doctest/doctest.h>
 
+#include "water_model_fixture.hpp"
+
 #include <dpk/io/npy.hpp>
 #include <dpk/model/energy_model.hpp>
 #include <dpk/potential.hpp>
@@ -19,80 +21,9 @@
 
 namespace {
 
-using Space = dpk::DefaultExecutionSpace;
-using Mem = dpk::memory_space_t<Space>;
-std::string const fixture = std::string(DPK_TEST_DATA_DIR) + "/water_model/";
-
-std::vector<int> water_types() {
-  std::vector<int> t(192, 1);
-  for (int i = 0; i < 64; ++i) t[i] = 0;
-  return t;
-}
-
-dpk::DescriptorConfig fixture_descriptor(bool tos) {
-  dpk::DescriptorConfig d;
-  d.rcut = 6.0;
-  d.rcut_smth = 0.5;
-  d.sel = {46, 92};
-  d.neuron = {8, 16};
-  d.axis_neuron = 4;
-  d.resnet_dt = false;
-  d.type_one_side = tos;
-  return d;
-}
-
-dpk::FittingConfig fixture_fitting() {
-  dpk::FittingConfig f;
-  f.neuron = {16, 16};
-  f.resnet_dt = true;
-  return f;
-}
+using namespace dpk_test;  // water_model_fixture.hpp
 
 std::string fixture_dir(bool tos) { return fixture + (tos ? "tos_true/" : "tos_false/"); }
-
-template <class Scalar>
-void load_fixture_model(dpk::EnergyModel<Scalar, Space>& model, std::string const& dir) {
-  std::vector<double> params(model.num_parameters(), 0.0);
-  for (auto const& t : model.tensors()) {
-    auto a = dpk::read_npy(dir + "weights/" + t.name + ".npy");
-    REQUIRE_MESSAGE(a.data.size() == t.size(), t.name);
-    std::copy(a.data.begin(), a.data.end(), params.begin() + std::ptrdiff_t(t.offset));
-  }
-  model.set_parameters(params);
-  model.set_statistics(dpk::read_npy(dir + "avg.npy").data, dpk::read_npy(dir + "std.npy").data);
-  model.set_energy_bias({-93.5, -187.25});
-}
-
-template <class Scalar>
-dpk::Frames<Scalar, Mem> make_frames(std::vector<double> const& coord, std::vector<double> const& box,
-                                     std::vector<int> const& types) {
-  dpk::Frames<Scalar, Mem> f;
-  int const natoms = static_cast<int>(types.size());
-  f.nframes = 1;
-  f.natoms = natoms;
-  f.periodic = true;
-  f.coord = dpk::View2<Scalar, Mem>("coord", natoms, 3);
-  f.box = dpk::View2<Scalar, Mem>("box", 1, 9);
-  f.types = dpk::View1<int, Mem>("types", natoms);
-  auto hc = Kokkos::create_mirror_view(f.coord);
-  auto hb = Kokkos::create_mirror_view(f.box);
-  auto ht = Kokkos::create_mirror_view(f.types);
-  for (int a = 0; a < natoms; ++a) {
-    for (int d = 0; d < 3; ++d) hc(a, d) = Scalar(coord[3 * a + d]);
-    ht(a) = types[a];
-  }
-  for (int k = 0; k < 9; ++k) hb(0, k) = Scalar(box[k]);
-  Kokkos::deep_copy(f.coord, hc);
-  Kokkos::deep_copy(f.box, hb);
-  Kokkos::deep_copy(f.types, ht);
-  return f;
-}
-
-template <class V>
-std::vector<double> host(V const& v) {
-  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-  return std::vector<double>(h.data(), h.data() + h.size());
-}
 
 std::vector<double> frame_array(int frame, char const* what) {
   return dpk::read_npy(fixture + "tos_true/frame" + std::to_string(frame) + "_" + what + ".npy").data;

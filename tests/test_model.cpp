@@ -2,6 +2,8 @@
 // energy (forces, virial) and of the loss (every parameter tensor), and invariances.
 #include <doctest/doctest.h>
 
+#include "water_model_fixture.hpp"
+
 #include <dpk/io/npy.hpp>
 #include <dpk/io/system.hpp>
 #include <dpk/model/energy_model.hpp>
@@ -17,79 +19,7 @@
 
 namespace {
 
-using Space = dpk::DefaultExecutionSpace;
-using Mem = dpk::memory_space_t<Space>;
-std::string const fixture = std::string(DPK_TEST_DATA_DIR) + "/water_model/";
-
-std::vector<int> water_types() {
-  std::vector<int> t(192, 1);
-  for (int i = 0; i < 64; ++i) t[i] = 0;
-  return t;
-}
-
-dpk::DescriptorConfig fixture_descriptor(bool tos) {
-  dpk::DescriptorConfig d;
-  d.rcut = 6.0;
-  d.rcut_smth = 0.5;
-  d.sel = {46, 92};
-  d.neuron = {8, 16};
-  d.axis_neuron = 4;
-  d.resnet_dt = false;
-  d.type_one_side = tos;
-  return d;
-}
-
-dpk::FittingConfig fixture_fitting() {
-  dpk::FittingConfig f;
-  f.neuron = {16, 16};
-  f.resnet_dt = true;
-  return f;
-}
-
-template <class Scalar>
-void load_fixture_model(dpk::EnergyModel<Scalar, Space>& model, std::string const& dir) {
-  std::vector<double> params(model.num_parameters(), 0.0);
-  for (auto const& t : model.tensors()) {
-    auto a = dpk::read_npy(dir + "weights/" + t.name + ".npy");
-    REQUIRE_MESSAGE(a.data.size() == t.size(), t.name);
-    std::copy(a.data.begin(), a.data.end(), params.begin() + t.offset);
-  }
-  model.set_parameters(params);
-  model.set_statistics(dpk::read_npy(dir + "avg.npy").data, dpk::read_npy(dir + "std.npy").data);
-  model.set_energy_bias({-93.5, -187.25});
-}
-
-template <class Scalar>
-dpk::Frames<Scalar, Mem> make_frames(std::vector<double> const& coord, std::vector<double> const& box,
-                                     std::vector<int> const& types, int nframes, bool periodic = true) {
-  dpk::Frames<Scalar, Mem> f;
-  int const natoms = static_cast<int>(types.size());
-  f.nframes = nframes;
-  f.natoms = natoms;
-  f.periodic = periodic;
-  f.coord = dpk::View2<Scalar, Mem>("coord", nframes * natoms, 3);
-  f.box = dpk::View2<Scalar, Mem>("box", nframes, 9);
-  f.types = dpk::View1<int, Mem>("types", nframes * natoms);
-  auto hc = Kokkos::create_mirror_view(f.coord);
-  auto hb = Kokkos::create_mirror_view(f.box);
-  auto ht = Kokkos::create_mirror_view(f.types);
-  for (int a = 0; a < nframes * natoms; ++a) {
-    for (int d = 0; d < 3; ++d) hc(a, d) = Scalar(coord[3 * a + d]);
-    ht(a) = types[a % natoms];
-  }
-  for (int fr = 0; fr < nframes; ++fr)
-    for (int k = 0; k < 9; ++k) hb(fr, k) = Scalar(box.empty() ? 0.0 : box[9 * fr + k]);
-  Kokkos::deep_copy(f.coord, hc);
-  Kokkos::deep_copy(f.box, hb);
-  Kokkos::deep_copy(f.types, ht);
-  return f;
-}
-
-template <class V>
-std::vector<double> host(V const& v) {
-  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-  return std::vector<double>(h.data(), h.data() + h.size());
-}
+using namespace dpk_test;  // water_model_fixture.hpp
 
 double relative_error(double got, double want) { return std::abs(got - want) / std::max(1.0, std::abs(want)); }
 
@@ -561,17 +491,6 @@ TEST_CASE("float32 loss gradient equals the float64 one (itself checked against 
   }
 }
 
-namespace {
-
-/// Host copy of any View, flattened, as doubles.
-template <class V>
-std::vector<double> flat(V const& v) {
-  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-  return std::vector<double>(h.data(), h.data() + h.size());
-}
-
-}  // namespace
-
 // Run by ctest in two steps (tests/CMakeLists.txt, fixture dpk_schedules): test_model (host
 // schedule) writes what one training step produced to DPK_SCHEDULE_DUMP, then
 // test_model_device_schedule (DPK_DEVICE_SCHEDULE_ON_HOST) recomputes it with the device
@@ -587,15 +506,15 @@ TEST_CASE("host and device schedules agree: neighbour list, environment matrix, 
   REQUIRE(model.neighbor_list().dropped == 0);
   auto const& list = model.neighbor_list();
   std::vector<std::pair<std::string, std::vector<double>>> const got = {
-      {"neighbor.index", flat(list.index)},
-      {"neighbor.count", flat(list.count)},
-      {"neighbor.reverse_offset", flat(list.reverse_offset)},
-      {"neighbor.reverse_pair", flat(Kokkos::subview(list.reverse_pair, std::make_pair(0, int(flat(list.reverse_offset).back()))))},
-      {"environment.rows", flat(model.environment().rows)},
-      {"descriptor", flat(model.descriptor_values(Space()))},
-      {"energy", flat(model.last_prediction().energy)},
-      {"force", flat(model.last_prediction().force)},
-      {"virial", flat(model.last_prediction().virial)},
+      {"neighbor.index", host(list.index)},
+      {"neighbor.count", host(list.count)},
+      {"neighbor.reverse_offset", host(list.reverse_offset)},
+      {"neighbor.reverse_pair", host(Kokkos::subview(list.reverse_pair, std::make_pair(0, int(host(list.reverse_offset).back()))))},
+      {"environment.rows", host(model.environment().rows)},
+      {"descriptor", host(model.descriptor_values(Space()))},
+      {"energy", host(model.last_prediction().energy)},
+      {"force", host(model.last_prediction().force)},
+      {"virial", host(model.last_prediction().virial)},
       {"gradient", model.gradient_host()},
   };
   if (dpk::host_schedule_v<Space>) {
