@@ -722,27 +722,10 @@ class EnergyModel {
     embedding_.tangent_blocks(space, params, embedding_blocks_, st);
     contract_descriptor(space, in_, embedding_.output(0, rows), tt_, Matrix(dt_.data(), nloc, width),
                         embedding_.output_tangent(0, rows), v_, t_);
-    for (int t = 0; t < ntypes_; ++t) {
-      int const r0 = type_begin_[t], r1 = type_begin_[t + 1];
-      if (r1 > r0) fitting_net_.tangent(space, params, t, window(dt_, r0, r1 - r0, width), r0, r1);
-    }
     // Reverse pass through the fitting nets: value seed c_E of the atom's frame, tangent seed 1
     // (the seed of first_order's backward pass, whose cotangents it reuses; Delta = dE/dD is
     // still in gdt_ from there).
-    auto seed = fit_seed_;
-    auto ce = ce_;
-    auto position = in_.position;
-    int const natoms = natoms_;
-    Kokkos::parallel_for(
-        "dpk::model::fitting_seed", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc),
-        KOKKOS_LAMBDA(int const i) { seed(position(i)) = ce(i / natoms); });
-    for (int t = 0; t < ntypes_; ++t) {
-      int const r0 = type_begin_[t], r1 = type_begin_[t + 1], n = r1 - r0;
-      if (n == 0) continue;
-      fitting_net_.reverse(space, params, grads, t, window(d_, r0, n, width), window(dt_, r0, n, width), r0, r1,
-                           window(fit_seed_, r0, n, 1), window(fit_ones_, r0, n, 1), window(gd_, r0, n, width),
-                           accumulate);
-    }
+    fitting_tangent_and_reverse(space, true, accumulate);
     // gT = Gamma T< + pad(Gamma^T T) + Delta T'< + pad(Delta^T T');  gT' = A (first-order pass).
     descriptor_cotangent(space, in_, Matrix(gd_.data(), nloc, width), t_, gtm_, false);
     descriptor_cotangent(space, in_, Matrix(gdt_.data(), nloc, width), tt_, gtm_, true);
@@ -758,11 +741,19 @@ class EnergyModel {
   /// reverse pass through the fitting nets.
   void backward_compressed(ExecutionSpace const& space) {
     int const nloc = in_.nloc, width = m1_ * m2_;
-    Scalar* params = params_.data();
-    Scalar* grads = grad_.data();
     Kokkos::deep_copy(space, grad_, Scalar(0));  // embedding part stays 0; fitting nets accumulate onto 0
     force_virial_adjoint(space, cf_, cw_, env_, nlist_, natoms_, v_);
     tabulated_descriptor_tangent(space, in_, table_, v_, t_, tt_, Matrix(dt_.data(), nloc, width), table_schedule_);
+    fitting_tangent_and_reverse(space, false, true);
+  }
+
+  /// The fitting nets' part of backward(): tangent pass on dt_ (the descriptor's tangent), then the
+  /// reverse pass with value seed c_E of each atom's frame and tangent seed 1, into the gradient
+  /// (accumulated or overwritten); with `with_descriptor_cotangent`, dE/dD goes to gd_ as well.
+  void fitting_tangent_and_reverse(ExecutionSpace const& space, bool with_descriptor_cotangent, bool accumulate) {
+    int const nloc = in_.nloc, width = m1_ * m2_;
+    Scalar* params = params_.data();
+    Scalar* grads = grad_.data();
     for (int t = 0; t < ntypes_; ++t) {
       int const r0 = type_begin_[t], r1 = type_begin_[t + 1];
       if (r1 > r0) fitting_net_.tangent(space, params, t, window(dt_, r0, r1 - r0, width), r0, r1);
@@ -778,7 +769,8 @@ class EnergyModel {
       int const r0 = type_begin_[t], r1 = type_begin_[t + 1], n = r1 - r0;
       if (n == 0) continue;
       fitting_net_.reverse(space, params, grads, t, window(d_, r0, n, width), window(dt_, r0, n, width), r0, r1,
-                           window(fit_seed_, r0, n, 1), window(fit_ones_, r0, n, 1), Matrix(), true);
+                           window(fit_seed_, r0, n, 1), window(fit_ones_, r0, n, 1),
+                           with_descriptor_cotangent ? window(gd_, r0, n, width) : Matrix(), accumulate);
     }
   }
 
