@@ -7,6 +7,7 @@
 #include <dpk/io/data_sampler.hpp>
 #include <dpk/io/system.hpp>
 #include <dpk/model/energy_model.hpp>
+#include <dpk/train/ener_loss.hpp>
 
 #include <string>
 #include <vector>
@@ -70,9 +71,10 @@ void run(benchmark::State& state, Mode mode) {
   dpk::upload(water_batch(nframes), frames, labels);
   dpk::Prediction<Scalar, Mem> out;
   dpk::LossPrefactors pref{0.02, 1000.0, 0.0};
+  dpk::EnerLoss<Scalar, Space> loss;
   auto step = [&] {
     if (mode == Mode::training) {
-      model.loss_and_gradient(Space(), frames, labels, pref);
+      loss.loss_and_gradient(Space(), model, frames, labels, pref);
     } else {
       model.predict(Space(), frames, out, mode == Mode::forces);
     }

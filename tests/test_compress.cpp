@@ -8,6 +8,7 @@
 
 #include <dpk/io/npy.hpp>
 #include <dpk/model/energy_model.hpp>
+#include <dpk/train/ener_loss.hpp>
 #include <dpk/potential.hpp>
 
 #include <algorithm>
@@ -373,8 +374,9 @@ TEST_CASE("loss gradient of a compressed model: fitting nets as the uncompressed
     load_fixture_model(packed, fixture_dir(false));
     packed.set_embedding_table(packed.build_embedding_table(0.8, 0.01, 5));
     packed.set_table_schedule(schedule);
-    auto const lp = plain.loss_and_gradient(Space(), frames, labels, pref);
-    auto const lc = packed.loss_and_gradient(Space(), frames, labels, pref);
+    dpk::EnerLoss<double, Space> plain_loss, packed_loss;
+    auto const lp = plain_loss.loss_and_gradient(Space(), plain, frames, labels, pref);
+    auto const lc = packed_loss.loss_and_gradient(Space(), packed, frames, labels, pref);
     CHECK(lc.loss == doctest::Approx(lp.loss).epsilon(1e-12));
     auto const gp = plain.gradient_host(), gc = packed.gradient_host();
     double worst = 0, scale = 0;
@@ -402,7 +404,7 @@ TEST_CASE("loss gradient of a compressed model: fitting nets as the uncompressed
           auto p = params;
           p[k] = value;
           packed.set_parameters(p);
-          return packed.evaluate_loss(Space(), frames, labels, pref).loss;
+          return packed_loss.evaluate(Space(), packed, frames, labels, pref).loss;
         };
         double const fd = (loss_at(params[k] + h) - loss_at(params[k] - h)) / (2 * h);
         worst_fd = std::max(worst_fd, std::abs(fd - gc[k]) / std::max(1.0, std::abs(fd)));

@@ -7,6 +7,7 @@
 #include <dpk/io/npy.hpp>
 #include <dpk/io/system.hpp>
 #include <dpk/model/energy_model.hpp>
+#include <dpk/train/ener_loss.hpp>
 
 #include <atomic>
 #include <cmath>
@@ -198,6 +199,7 @@ TEST_CASE("loss gradient equals central finite differences for every parameter t
     SmallSystem sys(c.present > 0 ? c.present : c.ntypes, 14, 2, 11 + c.ntypes);
     dpk::EnergyModel<double, Space> model(small_descriptor(c.ntypes, c.tos, c.resnet_dt), small_fitting(c.resnet_dt),
                                           c.ntypes);
+    dpk::EnerLoss<double, Space> loss;
     model.initialize_parameters(5);
     small_statistics(model, c.ntypes);
     model.set_energy_bias(std::vector<double>(c.ntypes, -1.0));
@@ -206,14 +208,14 @@ TEST_CASE("loss gradient equals central finite differences for every parameter t
     dpk::LossPrefactors pref{c.pe, c.pf, c.pv};
     // A step with other prefactors first: the gradient buffer then holds stale values that the
     // next step must overwrite (or zero) everywhere.
-    model.loss_and_gradient(Space(), frames, labels, dpk::LossPrefactors{1.0, 1.0, c.pv > 0 ? 1.0 : 0.0});
-    model.loss_and_gradient(Space(), frames, labels, pref);
+    loss.loss_and_gradient(Space(), model, frames, labels, dpk::LossPrefactors{1.0, 1.0, c.pv > 0 ? 1.0 : 0.0});
+    loss.loss_and_gradient(Space(), model, frames, labels, pref);
     auto grad = model.gradient_host();
     auto params = model.parameters_host();
     REQUIRE(model.neighbor_list().dropped == 0);
     auto loss_at = [&](std::vector<double> const& p) {
       model.set_parameters(p);
-      return model.evaluate_loss(Space(), frames, labels, pref).loss;
+      return loss.evaluate(Space(), model, frames, labels, pref).loss;
     };
     double const h = 1e-5;
     int checked = 0, significant = 0;
@@ -372,20 +374,21 @@ void count_allocation(Kokkos::Profiling::SpaceHandle, char const*, void const*, 
 TEST_CASE("a training step allocates no Kokkos memory once workspaces are sized") {
   SmallProblem p(SmallSystem(2, 14, 2, 31), 2, true, true, 2, 4);
   auto& [model, frames, labels] = p;
+  dpk::EnerLoss<double, Space> loss;
   dpk::LossPrefactors pref{1.0, 1.0, 1.0};
   // Two warm-up steps size every workspace (a second batch of the same size but other
   // coordinates may need a few more embedding rows).
   SmallSystem other(2, 14, 2, 32);
   auto frames2 = make_frames<double>(other.coord, other.box, other.types, other.nframes);
-  model.loss_and_gradient(Space(), frames, labels, pref);
-  model.loss_and_gradient(Space(), frames2, labels, pref);
+  loss.loss_and_gradient(Space(), model, frames, labels, pref);
+  loss.loss_and_gradient(Space(), model, frames2, labels, pref);
   g_allocations = 0;
   Kokkos::Tools::Experimental::set_allocate_data_callback(count_allocation);
   { dpk::View1<double, Mem> probe("probe", 10); }  // the counter sees allocations
   REQUIRE(g_allocations.load() == 1);
   g_allocations = 0;
   for (int step = 0; step < 3; ++step) {
-    model.loss_and_gradient(Space(), step % 2 ? frames2 : frames, labels, pref);
+    loss.loss_and_gradient(Space(), model, step % 2 ? frames2 : frames, labels, pref);
   }
   Space().fence();
   Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
@@ -398,29 +401,31 @@ TEST_CASE("the loss gradient repeats bit for bit, also after a batch of another 
   SmallSystem other(2, 20, 3, 17);
   SmallProblem p(SmallSystem(2, 40, 2, 13), 2, false, true, 5, 3);
   auto& [model, frames, labels] = p;
+  dpk::EnerLoss<double, Space> loss;
   auto frames2 = make_frames<double>(other.coord, other.box, other.types, other.nframes);
   auto labels2 = random_labels<double>(other.nframes, other.nframes * other.natoms, true, 3);
   dpk::LossPrefactors pref{1, 1, 1};
-  model.loss_and_gradient(Space(), frames, labels, pref);
+  loss.loss_and_gradient(Space(), model, frames, labels, pref);
   auto const first = model.gradient_host();
-  model.loss_and_gradient(Space(), frames, labels, pref);
+  loss.loss_and_gradient(Space(), model, frames, labels, pref);
   CHECK(model.gradient_host() == first);
-  model.loss_and_gradient(Space(), frames2, labels2, pref);
-  model.loss_and_gradient(Space(), frames, labels, pref);
+  loss.loss_and_gradient(Space(), model, frames2, labels2, pref);
+  loss.loss_and_gradient(Space(), model, frames, labels, pref);
   CHECK(model.gradient_host() == first);
 }
 
 TEST_CASE("the embedding chunk size changes results only by rounding; a bad DPK_EMBEDDING_CHUNK_ROWS is an error") {
   SmallProblem p(SmallSystem(3, 30, 2, 19), 3, false, true, 3, 5);
   auto& [model, frames, labels] = p;
+  dpk::EnerLoss<double, Space> loss;
   dpk::LossPrefactors pref{0.5, 1.0, 0.3};
   std::vector<std::vector<double>> grads, forces;
   for (int chunk : {0, 5, 128}) {
     model.set_embedding_chunk_rows(chunk);
     CHECK(model.embedding_chunk_rows() == chunk);
-    model.loss_and_gradient(Space(), frames, labels, pref);
+    loss.loss_and_gradient(Space(), model, frames, labels, pref);
     grads.push_back(model.gradient_host());
-    forces.push_back(host(model.last_prediction().force));
+    forces.push_back(host(loss.prediction().force));
   }
   for (std::size_t c = 1; c < grads.size(); ++c) {
     double worst = 0;
@@ -463,8 +468,10 @@ TEST_CASE("float32 loss gradient equals the float64 one (itself checked against 
     auto f32 = make_frames<float>(sys.coord, sys.box, sys.types, sys.nframes);
     auto l64 = random_labels<double>(sys.nframes, sys.nframes * sys.natoms, c.pv > 0, 9);
     auto l32 = random_labels<float>(sys.nframes, sys.nframes * sys.natoms, c.pv > 0, 9);
-    double const loss64 = m64.loss_and_gradient(Space(), f64, l64, pref).loss;
-    double const loss32 = m32.loss_and_gradient(Space(), f32, l32, pref).loss;
+    dpk::EnerLoss<double, Space> ener64;
+    dpk::EnerLoss<float, Space> ener32;
+    double const loss64 = ener64.loss_and_gradient(Space(), m64, f64, l64, pref).loss;
+    double const loss32 = ener32.loss_and_gradient(Space(), m32, f32, l32, pref).loss;
     auto const g64 = m64.gradient_host(), g32 = m32.gradient_host();
     REQUIRE(g64.size() == g32.size());
     CHECK(loss32 == doctest::Approx(loss64).epsilon(1e-5));
@@ -501,8 +508,9 @@ TEST_CASE("host and device schedules agree: neighbour list, environment matrix, 
   REQUIRE_MESSAGE(path != nullptr, "DPK_SCHEDULE_DUMP must name the dump file (ctest sets it)");
   SmallProblem p(SmallSystem(3, 40, 2, 23), 3, false, true, 11, 13);
   auto& [model, frames, labels] = p;
+  dpk::EnerLoss<double, Space> loss;
   model.set_energy_bias({-1.0, -0.5, 0.25});
-  model.loss_and_gradient(Space(), frames, labels, dpk::LossPrefactors{0.5, 1.0, 0.3});
+  loss.loss_and_gradient(Space(), model, frames, labels, dpk::LossPrefactors{0.5, 1.0, 0.3});
   REQUIRE(model.neighbor_list().dropped == 0);
   auto const& list = model.neighbor_list();
   std::vector<std::pair<std::string, std::vector<double>>> const got = {
@@ -512,9 +520,9 @@ TEST_CASE("host and device schedules agree: neighbour list, environment matrix, 
       {"neighbor.reverse_pair", host(Kokkos::subview(list.reverse_pair, std::make_pair(0, int(host(list.reverse_offset).back()))))},
       {"environment.rows", host(model.environment().rows)},
       {"descriptor", host(model.descriptor_values(Space()))},
-      {"energy", host(model.last_prediction().energy)},
-      {"force", host(model.last_prediction().force)},
-      {"virial", host(model.last_prediction().virial)},
+      {"energy", host(loss.prediction().energy)},
+      {"force", host(loss.prediction().force)},
+      {"virial", host(loss.prediction().virial)},
       {"gradient", model.gradient_host()},
   };
   if (dpk::host_schedule_v<Space>) {

@@ -35,6 +35,7 @@
 #include <dpk/neighbor/neighbor_search.hpp>
 #include <dpk/parallel/communicator.hpp>
 #include <dpk/train/adam.hpp>
+#include <dpk/train/ener_loss.hpp>
 #include <dpk/train/energy_bias.hpp>
 #include <dpk/train/lcurve.hpp>
 #include <dpk/train/learning_rate.hpp>
@@ -240,7 +241,7 @@ class Trainer {
         upload(host_batch_, frames_, labels_);
       }
       LossMetrics const metrics =
-          on_batch(host_batch_, *sampler_, [&] { return model_->loss_and_gradient(space_, frames_, labels_, pref); });
+          on_batch(host_batch_, *sampler_, [&] { return loss_.loss_and_gradient(space_, *model_, frames_, labels_, pref); });
       auto gradient = model_->gradient();
       {
         ScopedRegion<ExecutionSpace> region("dpk::allreduce", space_);
@@ -561,8 +562,8 @@ class Trainer {
   }
 
   /// avg/std from data_stat_nbatch training batches of every system, as DeePMD-kit's TF backend
-  /// (make_stat_input: that many batches of each system, at the system's training batch size;
-  /// raw rows: the model still has avg 0, std 1).
+  /// (make_stat_input: that many batches of each system, at the system's training batch size),
+  /// batch by batch so that an error names the batch's system and frames.
   void compute_statistics() {
     if (!comm_.is_root()) return;  // rank 0's statistics are broadcast
     DataSampler stat_sampler = *sampler_;  // a copy: the first batches of each system of rank 0's stream
@@ -574,8 +575,9 @@ class Trainer {
       for (int b = 0; b < options_.data_stat_nbatch; ++b) {
         stat_sampler.next_of(int(s), batch);
         upload(batch, frames, labels);
-        on_batch(batch, stat_sampler, [&] { model_->prepare(space_, frames); });
-        accumulator.add(space_, model_->environment(), frames.types, frames.nloc());
+        on_batch(batch, stat_sampler, [&] {
+          accumulator.add(space_, model_->raw_environment(space_, frames), frames.types, frames.nloc());
+        });
       }
     std::vector<double> avg, std_dev;
     accumulator.finalize(avg, std_dev);
@@ -707,7 +709,7 @@ class Trainer {
     sampler_->set_rng_state(state);
     upload(host_batch_, frames_, labels_);
     LossMetrics const train =
-        on_batch(host_batch_, *sampler_, [&] { return model_->evaluate_loss(space_, frames_, labels_, pref); });
+        on_batch(host_batch_, *sampler_, [&] { return loss_.evaluate(space_, *model_, frames_, labels_, pref); });
     std::vector<double> t = {double(train.nframes) * train.loss, double(train.nframes) * train.rmse_e,
                              double(train.nframes) * train.rmse_f, double(train.nframes) * train.rmse_v,
                              double(train.nframes)};
@@ -724,7 +726,7 @@ class Trainer {
         if (b % comm_.size() != comm_.rank()) continue;
         upload(batch, valid_frames_, valid_labels_);
         LossMetrics const m = on_batch(batch, *validation_sampler_, [&] {
-          return model_->evaluate_loss(space_, valid_frames_, valid_labels_, pref);
+          return loss_.evaluate(space_, *model_, valid_frames_, valid_labels_, pref);
         });
         double const w = double(batch.natoms);  // DeePMD-kit weights batches by atom count
         v[0] += w * m.loss;
@@ -823,6 +825,7 @@ class Trainer {
   double worker_factor_ = 1;
   int ntypes_ = 0;
   std::unique_ptr<Model> model_;
+  EnerLoss<Scalar, ExecutionSpace> loss_;  ///< prediction and loss cotangent of the current batch
   std::optional<ModelCompression> compression_;  ///< frozen tables of compressed training (--init-frz-model)
   std::unique_ptr<Adam<Scalar, ExecutionSpace>> adam_;
   std::optional<DataSampler> sampler_, validation_sampler_;

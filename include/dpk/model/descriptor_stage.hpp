@@ -1,0 +1,267 @@
+#pragma once
+/// \file descriptor_stage.hpp
+/// \brief The se_e2_a descriptor as a model stage: normalisation statistics, neighbour search,
+/// environment matrix, the embedding nets (or their tables, docs/compression.md) and the
+/// contractions T, D, with their first-order, tangent and reverse passes. Every pass takes its
+/// inputs and writes its outputs as arguments (the buffers of a ModelWorkspace); the stage keeps
+/// only what outlives a batch (hyperparameters, statistics, tables, the search's scratch) and the
+/// embedding nets' activations, which its own later passes read.
+
+#include <dpk/core/error.hpp>
+#include <dpk/core/frames.hpp>
+#include <dpk/core/profiling.hpp>
+#include <dpk/core/types.hpp>
+#include <dpk/descriptor/environment_matrix.hpp>
+#include <dpk/descriptor/se_a.hpp>
+#include <dpk/descriptor/statistics.hpp>
+#include <dpk/descriptor/tabulated_embedding.hpp>
+#include <dpk/model/batch_layout.hpp>
+#include <dpk/model/config.hpp>
+#include <dpk/model/host_batch.hpp>
+#include <dpk/model/parameters.hpp>
+#include <dpk/neighbor/neighbor_list.hpp>
+#include <dpk/neighbor/neighbor_search.hpp>
+#include <dpk/nn/network.hpp>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace dpk {
+
+/// se_e2_a descriptor stage of an EnergyModel (precision Scalar, on ExecutionSpace).
+template <class Scalar, class ExecutionSpace>
+class DescriptorStage {
+ public:
+  using memory_space = typename ExecutionSpace::memory_space;
+  using Matrix = MatrixView<Scalar, memory_space>;
+  using Layout = BatchLayout<Scalar, memory_space>;
+  using Env = View3<Scalar, memory_space>;
+
+  /// The descriptor of `layout` for `ntypes` types; statistics avg 0 / std 1.
+  DescriptorStage(DescriptorConfig const& config, ParameterLayout const& layout, int ntypes)
+      : config_(config), ntypes_(ntypes), search_(config.rcut, config.sel) {
+    nnei_ = config.nnei();
+    m1_ = config.neuron.back();
+    m2_ = config.axis_neuron;
+    require(m2_ >= 1 && m2_ <= m1_, "model.descriptor.axis_neuron: expected 1..neuron[-1] (" + std::to_string(m1_) +
+                                        "), got " + std::to_string(m2_));
+    sel_offset_.assign(1, 0);
+    for (int s : config.sel) sel_offset_.push_back(sel_offset_.back() + s);
+    shapes_ = layout.embedding_shapes;
+    offsets_ = layout.embedding_offsets;
+    embedding_ = nn::NetworkFamily<Scalar, ExecutionSpace>(shapes_, offsets_, "dpk::model::embedding");
+    embedding_.set_host_chunk_rows(default_embedding_chunk_rows());
+    std::size_t const n_stats = std::size_t(ntypes) * nnei_ * 4;
+    set_statistics(std::vector<double>(n_stats, 0.0), std::vector<double>(n_stats, 1.0));
+  }
+
+  int nnei() const { return nnei_; }
+  int m1() const { return m1_; }
+  int m2() const { return m2_; }
+  /// First slot of each neighbour-type block, ntypes + 1 entries.
+  std::vector<int> const& sel_offset() const { return sel_offset_; }
+
+  // --- statistics -------------------------------------------------------------------------
+
+  /// Normalisation statistics avg/std, shape (ntypes, nnei, 4) flattened, uniform over the slots
+  /// of each type block (as DeePMD-kit's statistics are).
+  void set_statistics(std::vector<double> const& avg, std::vector<double> const& std_dev) {
+    std::size_t const n = std::size_t(ntypes_) * nnei_ * 4;
+    require(avg.size() == n && std_dev.size() == n, "EnergyModel::set_statistics: expected (ntypes, nnei, 4) = " +
+                                                        std::to_string(n) + " values");
+    for (int ti = 0; ti < ntypes_; ++ti)
+      for (int tj = 0; tj < ntypes_; ++tj)
+        for (int slot = sel_offset_[tj]; slot < sel_offset_[tj + 1]; ++slot)
+          for (int c = 0; c < 4; ++c) {
+            std::size_t const first = (std::size_t(ti) * nnei_ + sel_offset_[tj]) * 4 + c;
+            std::size_t const here = (std::size_t(ti) * nnei_ + slot) * 4 + c;
+            require(avg[here] == avg[first] && std_dev[here] == std_dev[first],
+                    "EnergyModel::set_statistics: avg/std differ between slots of one type block (centre type " +
+                        std::to_string(ti) + ", slot " + std::to_string(slot) +
+                        "); dpk expects one value per centre type and column, as DeePMD-kit computes");
+            require(std_dev[here] > 0, "EnergyModel::set_statistics: std must be positive");
+          }
+    avg_ = avg;
+    std_ = std_dev;
+    stats_.avg = View3<Scalar, memory_space>("dpk::model::avg", ntypes_, nnei_, 4);
+    stats_.std = View3<Scalar, memory_space>("dpk::model::std", ntypes_, nnei_, 4);
+    auto ha = Kokkos::create_mirror_view(stats_.avg);
+    auto hs = Kokkos::create_mirror_view(stats_.std);
+    for (int ti = 0; ti < ntypes_; ++ti)
+      for (int s = 0; s < nnei_; ++s)
+        for (int c = 0; c < 4; ++c) {
+          std::size_t const k = (std::size_t(ti) * nnei_ + s) * 4 + c;
+          ha(ti, s, c) = static_cast<Scalar>(avg[k]);
+          hs(ti, s, c) = static_cast<Scalar>(std_dev[k]);
+        }
+    Kokkos::deep_copy(stats_.avg, ha);
+    Kokkos::deep_copy(stats_.std, hs);
+    empty_row_ = View3<Scalar, memory_space>("dpk::model::empty_row", ntypes_, ntypes_, 4);
+    auto he = Kokkos::create_mirror_view(empty_row_);
+    for (int ti = 0; ti < ntypes_; ++ti)
+      for (int tj = 0; tj < ntypes_; ++tj)
+        for (int c = 0; c < 4; ++c) he(ti, tj, c) = (Scalar(0) - ha(ti, sel_offset_[tj], c)) / hs(ti, sel_offset_[tj], c);
+    Kokkos::deep_copy(empty_row_, he);
+  }
+  std::vector<double> const& statistics_avg() const { return avg_; }
+  std::vector<double> const& statistics_std() const { return std_; }
+  /// Environment row of an empty slot, (centre type, block type, 4) = -avg/std.
+  View3<Scalar, memory_space> const& empty_row() const { return empty_row_; }
+
+  /// Raw environment rows of `nlist` (statistics avg 0, std 1: the input of the statistics,
+  /// SPEC.md section 3) into `env`.
+  void raw_environment(ExecutionSpace const& space, NeighborList<Scalar, memory_space> const& nlist,
+                       View1<int, memory_space> const& types, EnvironmentMatrix<Scalar, memory_space>& env) {
+    if (unit_.avg.extent(0) == 0) {
+      unit_.avg = View3<Scalar, memory_space>("dpk::model::stat_avg", ntypes_, nnei_, 4);
+      unit_.std = View3<Scalar, memory_space>("dpk::model::stat_std", ntypes_, nnei_, 4);
+      Kokkos::deep_copy(unit_.avg, Scalar(0));
+      Kokkos::deep_copy(unit_.std, Scalar(1));
+    }
+    compute_environment_matrix(space, nlist, types, unit_, config_.rcut_smth, config_.rcut, env);
+  }
+
+  // --- compression ------------------------------------------------------------------------
+
+  /// Tables of the embedding nets for the parameters `params` (host, layout order), inputs down
+  /// to the smallest neighbour distance `rmin` (A).
+  EmbeddingTableData build_embedding_table(std::vector<double> const& params, double rmin, double step,
+                                           double extrapolate) const {
+    auto const range = embedding_input_range(avg_, std_, config_.sel, config_.type_one_side, config_.rcut_smth,
+                                             config_.rcut, rmin);
+    return dpk::build_embedding_table(shapes_, offsets_, params, range, step, extrapolate);
+  }
+  /// Uses `table` instead of the embedding nets (an empty table switches back to the nets).
+  void set_embedding_table(EmbeddingTableData const& table) {
+    if (table.nnets() == 0) {
+      table_data_ = EmbeddingTableData{};
+      table_ = EmbeddingTable<Scalar, memory_space>{};
+      return;
+    }
+    int const nnets = config_.type_one_side ? ntypes_ : ntypes_ * ntypes_;
+    require(table.nnets() == nnets && table.m1 == m1_,
+            "EnergyModel::set_embedding_table: the table has " + std::to_string(table.nnets()) + " nets of " +
+                std::to_string(table.m1) + " channels, the model " + std::to_string(nnets) + " of " +
+                std::to_string(m1_));
+    for (int k = 0; k < nnets; ++k)
+      require(table.coefficients[k].size() == std::size_t(table.ranges[k].intervals()) * 6 * m1_,
+              "EnergyModel::set_embedding_table: net " + std::to_string(k) + " has the wrong number of coefficients");
+    table_data_ = table;
+    table_.assign(table);
+  }
+  bool compressed() const { return !table_.empty(); }
+  EmbeddingTableData const& embedding_table() const { return table_data_; }
+  void set_table_schedule(TableSchedule schedule) { table_schedule_ = schedule; }
+  /// Embedding-net inputs of the batch in `layout` outside the tables (0 when not compressed).
+  long lookups_outside_table(ExecutionSpace const& space, Layout const& layout) const {
+    return compressed() ? count_outside_table(space, layout.in, table_) : 0;
+  }
+
+  /// Rows per chunk of the embedding nets on host spaces (nn::NetworkFamily::set_host_chunk_rows).
+  void set_embedding_chunk_rows(int rows) { embedding_.set_host_chunk_rows(rows); }
+  int embedding_chunk_rows() const { return embedding_.host_chunk_rows(); }
+
+  // --- the passes -------------------------------------------------------------------------
+
+  /// Neighbour list of `frames` into `nlist`; counts the neighbours dropped beyond sel.
+  void neighbors(ExecutionSpace const& space, Frames<Scalar, memory_space> const& frames,
+                 NeighborList<Scalar, memory_space>& nlist) {
+    search_.build(space, frames, nlist);
+    dropped_ += nlist.dropped;
+  }
+  /// Neighbours dropped beyond sel, summed over every neighbors() call.
+  long neighbors_dropped() const { return dropped_; }
+
+  /// Normalised environment matrix of `nlist` into `env`.
+  void environment(ExecutionSpace const& space, NeighborList<Scalar, memory_space> const& nlist,
+                   View1<int, memory_space> const& types, EnvironmentMatrix<Scalar, memory_space>& env) const {
+    compute_environment_matrix(space, nlist, types, stats_, config_.rcut_smth, config_.rcut, env);
+  }
+
+  /// Sizes the embedding nets' activations for the batch in `layout`.
+  void reserve(Layout const& layout) {
+    if (!compressed()) embedding_.reserve(std::size_t(layout.embedding_rows()), true);
+  }
+
+  /// Embedding rows -> G -> T (nloc, 4, M1) and D (fitting-row order); `s` receives the
+  /// embedding-net input column (unused when compressed).
+  void forward(ExecutionSpace const& space, Scalar* params, Layout const& layout, Env const& env, Matrix s,
+               View3<Scalar, memory_space> const& t, Matrix d) {
+    if (compressed()) return tabulated_descriptor(space, layout.in, table_, t, d, table_schedule_);
+    gather_embedding_column(space, layout.in, env, true, s);
+    embedding_.forward_blocks(space, params, layout.embedding_blocks, s);
+    contract_descriptor(space, layout.in, embedding_.output(0, layout.embedding_rows()), t, d);
+  }
+
+  /// From dE/dD (`de_dd`, fitting-row order) and T: A = dE/dT, dE/dG, dE/ds and g = dE/dRn.
+  void input_cotangent(ExecutionSpace const& space, Scalar* params, Layout const& layout, Matrix de_dd,
+                       View3<Scalar, memory_space> const& t, View3<Scalar, memory_space> const& a, Matrix de_dg,
+                       Matrix de_ds, View3<Scalar, memory_space> const& de_drn) {
+    descriptor_cotangent(space, layout.in, de_dd, t, a, false);
+    if (compressed()) return tabulated_environment_cotangent(space, layout.in, table_, a, de_drn, table_schedule_);
+    embedding_cotangent(space, layout.in, a, de_dg, false);
+    embedding_.backward_input_blocks(space, params, layout.embedding_blocks, de_dg, de_ds);
+    environment_cotangent(space, layout.in, a, embedding_.output(0, layout.embedding_rows()), de_ds, de_drn);
+  }
+
+  /// Tangent pass along the direction `v` (nloc, nnei, 4) of the environment rows: T' and D'
+  /// (and the embedding input's tangent `s_tangent`, unused when compressed).
+  void tangent(ExecutionSpace const& space, Scalar* params, Layout const& layout, View3<Scalar, memory_space> const& v,
+               View3<Scalar, memory_space> const& t, Matrix s_tangent, View3<Scalar, memory_space> const& t_tangent,
+               Matrix d_tangent) {
+    if (compressed())
+      return tabulated_descriptor_tangent(space, layout.in, table_, v, t, t_tangent, d_tangent, table_schedule_);
+    int const rows = layout.embedding_rows();
+    gather_embedding_column(space, layout.in, v, false, s_tangent);
+    embedding_.tangent_blocks(space, params, layout.embedding_blocks, s_tangent);
+    contract_descriptor(space, layout.in, embedding_.output(0, rows), t_tangent, d_tangent,
+                        embedding_.output_tangent(0, rows), v, t);
+  }
+
+  /// Reverse pass into the embedding nets' gradient (written, or added with `accumulate`):
+  /// cotangents dl_dd of D and de_dd of D' (= dE/dD), with T, T', A, v, the embedding input and
+  /// its tangent, and dE/dG of the first-order pass. Nothing to do when compressed.
+  void reverse(ExecutionSpace const& space, Scalar* params, Scalar* grads, Layout const& layout, Matrix dl_dd,
+               Matrix de_dd, View3<Scalar, memory_space> const& t, View3<Scalar, memory_space> const& t_tangent,
+               View3<Scalar, memory_space> const& a, View3<Scalar, memory_space> const& v, Matrix s, Matrix s_tangent,
+               Matrix de_dg, View3<Scalar, memory_space> const& dl_dt, Matrix dl_dg, bool accumulate) {
+    if (compressed()) return;
+    // gT = Gamma T< + pad(Gamma^T T) + Delta T'< + pad(Delta^T T');  gT' = A (first-order pass).
+    descriptor_cotangent(space, layout.in, dl_dd, t, dl_dt, false);
+    descriptor_cotangent(space, layout.in, de_dd, t_tangent, dl_dt, true);
+    embedding_cotangent(space, layout.in, dl_dt, dl_dg, true, a, v);
+    embedding_.reverse_blocks(space, params, grads, layout.embedding_blocks, s, s_tangent, dl_dg, de_dg, Matrix(),
+                              accumulate);
+  }
+
+ private:
+  /// Default rows per embedding chunk: DPK_EMBEDDING_CHUNK_ROWS if set, else 128 (measured on
+  /// water: 64-512 within noise of each other, 32 slower, 0 about 15 % slower).
+  static int default_embedding_chunk_rows() {
+    char const* env = std::getenv("DPK_EMBEDDING_CHUNK_ROWS");
+    if (env == nullptr || *env == '\0') return 128;
+    char* end = nullptr;
+    long const rows = std::strtol(env, &end, 10);
+    require(*end == '\0' && rows >= 0 && rows <= (1 << 20),
+            std::string("DPK_EMBEDDING_CHUNK_ROWS: expected a row count 0..1048576 (0: no chunks), got '") + env + "'");
+    return static_cast<int>(rows);
+  }
+
+  DescriptorConfig config_;
+  int ntypes_ = 0, nnei_ = 0, m1_ = 0, m2_ = 0;
+  std::vector<int> sel_offset_;
+  std::vector<nn::LayerShape> shapes_;
+  std::vector<std::vector<nn::LayerOffsets>> offsets_;
+  nn::NetworkFamily<Scalar, ExecutionSpace> embedding_;
+  std::vector<double> avg_, std_;
+  EnvironmentStatistics<Scalar, memory_space> stats_, unit_;
+  View3<Scalar, memory_space> empty_row_;
+  NeighborSearch<Scalar, ExecutionSpace> search_;
+  long dropped_ = 0;
+  EmbeddingTableData table_data_;
+  EmbeddingTable<Scalar, memory_space> table_;
+  TableSchedule table_schedule_ = TableSchedule::automatic;
+};
+
+}  // namespace dpk
