@@ -44,8 +44,8 @@ dpk::ModelFileData fixture_model_data() {
     auto a = dpk::read_npy(fixture + "weights/" + t.name + ".npy");
     REQUIRE_MESSAGE(a.data.size() == t.size(), t.name);
     std::copy(a.data.begin(), a.data.end(), d.parameters.begin() + std::ptrdiff_t(t.offset));
-    d.tensors.push_back({t.name, t.shape, t.offset});
   }
+  d.tensors = model.tensors();
   d.avg = dpk::read_npy(fixture + "avg.npy").data;
   d.stdev = dpk::read_npy(fixture + "std.npy").data;
   d.energy_bias = {-93.5, -187.25};

@@ -326,7 +326,7 @@ class Trainer {
     d.type_map = config_.type_map;
     d.descriptor = config_.descriptor;
     d.fitting = config_.fitting;
-    for (auto const& t : model_->tensors()) d.tensors.push_back({t.name, t.shape, t.offset});
+    d.tensors = model_->tensors();
     d.parameters = model_->parameters_host();
     d.avg = model_->statistics_avg();
     d.stdev = model_->statistics_std();
