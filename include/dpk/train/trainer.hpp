@@ -108,27 +108,6 @@ inline std::string resolve_checkpoint(std::string const& path) {
               "' names an existing checkpoint");
 }
 
-/// Copies parameters, statistics and energy bias of `d` (read from `file`) into `model`, after
-/// checking that the tensor table matches the model's layout exactly.
-template <class Scalar, class ExecutionSpace>
-void load_model_weights(ModelFileData const& d, EnergyModel<Scalar, ExecutionSpace>& model, std::string const& file) {
-  require(d.ntypes == model.ntypes(), "model file '" + file + "' has " + std::to_string(d.ntypes) +
-                                          " types, the model has " + std::to_string(model.ntypes()));
-  auto const& tensors = model.tensors();
-  require(d.tensors.size() == tensors.size() && d.parameters.size() == model.num_parameters(),
-          "model file '" + file + "' has " + std::to_string(d.parameters.size()) + " parameters in " +
-              std::to_string(d.tensors.size()) + " tensors; the model has " + std::to_string(model.num_parameters()) +
-              " in " + std::to_string(tensors.size()) + " (different descriptor/fitting_net settings?)");
-  for (std::size_t i = 0; i < tensors.size(); ++i)
-    require(d.tensors[i].name == tensors[i].name && d.tensors[i].shape == tensors[i].shape &&
-                d.tensors[i].offset == tensors[i].offset,
-            "model file '" + file + "': tensor '" + d.tensors[i].name + "' does not match the model's '" +
-                tensors[i].name + "'");
-  model.set_parameters(d.parameters);
-  model.set_statistics(d.avg, d.stdev);
-  model.set_energy_bias(d.energy_bias);
-}
-
 /// The training loop (see the file comment) for precision `Scalar` on `ExecutionSpace`.
 template <class Scalar, class ExecutionSpace>
 class Trainer {
@@ -456,8 +435,7 @@ class Trainer {
       std::string const file = resolve_checkpoint(options_.restart);
       ModelFileData const d = read_model_file(file);
       require(d.kind == "checkpoint", "restart: '" + file + "' is a model file, not a checkpoint (use --init-model)");
-      load_weights(d, file);
-      freeze_tables(d);
+      load_weights(d, file, ModelTables::install);
       adam_->set_state(d.adam_m, d.adam_v, d.adam_step);
       step_ = d.step;
       require(int(d.sampler_states.size()) == comm_.size(),
@@ -478,14 +456,13 @@ class Trainer {
       ModelFileData const d = read_model_file(options_.init_frz_model);
       require(d.compression.has_value(), "--init-frz-model: '" + options_.init_frz_model +
                                              "' is not a compressed model (compress it first: dpk-train compress)");
-      load_weights(d, options_.init_frz_model);
-      freeze_tables(d);
+      load_weights(d, options_.init_frz_model, ModelTables::install);
       if (log())
         *log() << "dpk-train: parameters, statistics and bias from " << options_.init_frz_model
                << "; its embedding tables are frozen, the fitting nets train\n";
     } else if (!options_.init_model.empty()) {
       ModelFileData const d = read_model_file(options_.init_model);
-      load_weights(d, options_.init_model);
+      load_weights(d, options_.init_model, ModelTables::ignore);
       if (log()) *log() << "dpk-train: parameters, statistics and bias from " << options_.init_model << "\n";
       check_sel();
     } else {
@@ -521,18 +498,15 @@ class Trainer {
     return values;
   }
 
-  /// A compressed model's (or compressed training's checkpoint's) tables, frozen for training.
-  void freeze_tables(ModelFileData const& d) {
-    if (!d.compression) return;
-    compression_ = *d.compression;
-    model_->set_embedding_table(embedding_table_data(*d.compression));
-  }
-
-  /// Parameters, statistics and bias from a model file; the layout must match the input's model.
-  void load_weights(ModelFileData const& d, std::string const& file) {
+  /// Parameters, statistics and bias from a model file (install_model_data: its layout must be
+  /// the input's model's). With ModelTables::install (--restart, --init-frz-model) a compressed
+  /// model's (or compressed training's checkpoint's) tables come too, frozen for training;
+  /// --init-model takes the weights alone.
+  void load_weights(ModelFileData const& d, std::string const& file, ModelTables tables) {
     if (!d.type_map.empty() && !config_.type_map.empty())
       require(d.type_map == config_.type_map, "model file '" + file + "': type_map differs from the input's model.type_map");
-    load_model_weights(d, *model_, file);
+    install_model_data(d, *model_, file, tables);
+    if (tables == ModelTables::install && d.compression) compression_ = *d.compression;
   }
 
   /// A checkpoint whose sampler state is version 1 was written when dpk drew systems by frame
