@@ -93,6 +93,17 @@ struct TrainingSummary {
   std::string model_path, checkpoint_path;
 };
 
+/// One line of lcurve.out before its numbers are rounded for printing (the values every rank
+/// holds after the reduction over ranks).
+struct LearningCurveLine {
+  long step = -1;                 ///< -1: no line written yet
+  CurveMetrics training, validation;
+  double lr = 0;
+  /// Validation frames evaluated for the line, summed over ranks (numb_btch batches' frames;
+  /// 0 without validation data).
+  long validation_frames = 0;
+};
+
 /// Path of the newest checkpoint for `path`: `path` itself when it is a file, else the file
 /// named in the `checkpoint` pointer file of its folder (written by the trainer).
 inline std::string resolve_checkpoint(std::string const& path) {
@@ -294,6 +305,8 @@ class Trainer {
   long step() const { return step_; }
   /// The optimiser.
   Adam<Scalar, ExecutionSpace>& optimizer() { return *adam_; }
+  /// The last lcurve.out line this run computed, unrounded (on every rank, not only rank 0).
+  LearningCurveLine const& last_curve_line() const { return last_curve_line_; }
 
   /// The current state as a model file (`checkpoint`: with optimiser and sampler states;
   /// collective: every rank must call it when `checkpoint`).
@@ -688,9 +701,11 @@ class Trainer {
     comm_.allreduce_sum(t);
     CurveMetrics training{t[0] / t[4], t[1] / t[4], t[2] / t[4], t[3] / t[4]};
     CurveMetrics validation;
+    long validation_frames = 0;
     if (validation_sampler_) {
-      // numb_btch batches: every rank draws them all (same stream), evaluates its share.
-      std::vector<double> v(5, 0.0);
+      // numb_btch batches: every rank draws them all (same stream), evaluates its share
+      // (batch b on rank b % ranks).
+      std::vector<double> v(6, 0.0);
       int const nbatch = config_.training.validation_data->numb_btch;
       HostBatch batch;
       for (int b = 0; b < nbatch; ++b) {
@@ -706,10 +721,13 @@ class Trainer {
         v[2] += w * m.rmse_f;
         v[3] += w * m.rmse_v;
         v[4] += w;
+        v[5] += double(batch.nframes);
       }
       comm_.allreduce_sum(v);
       validation = {v[0] / v[4], v[1] / v[4], v[2] / v[4], v[3] / v[4]};
+      validation_frames = long(v[5]);
     }
+    last_curve_line_ = {step_, training, validation, lr, validation_frames};
     if (curve) curve->write(step_, validation, training, lr);
   }
 
@@ -808,6 +826,7 @@ class Trainer {
   std::string last_checkpoint_;
   std::vector<std::string> saved_;
   std::string sel_warning_;  ///< set by compute_statistics when sel drops neighbours
+  LearningCurveLine last_curve_line_;
 };
 
 }  // namespace dpk
