@@ -1,14 +1,19 @@
 // MPI tests of the trainer (ctest runs them with mpirun -np 1, 2, 3 and 4): Communicator
 // collectives, data-parallel training equivalence (N ranks x batch 1 == 1 rank x batch N on the
-// same frames after 20 steps), and a restart under MPI (10 steps, restart, 10 more == 20 steps,
-// bit for bit).
+// same frames after 20 steps), a restart under MPI (10 steps, restart, 10 more == 20 steps,
+// bit for bit), and the validation metrics of lcurve.out with 5 validation batches split over
+// N ranks (uneven at 2, 3 and 4): the 1-rank values, every validation frame once.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include <dpk/train.hpp>
 #include "train_test_helpers.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -37,6 +42,34 @@ dpk::InputConfig tiny_input(int batch) {
   c.training.training_data.batch_size = dpk::BatchSize{false, batch, {}};
   return c;
 }
+
+/// `c` with validation data: `numb_btch` batches of one frame.
+dpk::InputConfig with_validation(dpk::InputConfig c, int numb_btch) {
+  dpk::DataConfig validation;
+  validation.batch_size = dpk::BatchSize{false, 1, {}};
+  validation.numb_btch = numb_btch;
+  c.training.validation_data = validation;
+  return c;
+}
+
+/// Step and validation columns (rmse_val, rmse_e_val, rmse_f_val) of each line of an
+/// lcurve.out with validation and without virial, as printed.
+std::vector<std::vector<std::string>> validation_columns(std::string const& file) {
+  std::ifstream in(file);
+  REQUIRE_MESSAGE(bool(in), file);
+  std::vector<std::vector<std::string>> rows;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string word; words >> word;) w.push_back(word);
+    REQUIRE_MESSAGE(w.size() == 8, line);  // step, (val, trn) x 3, lr
+    rows.push_back({w[0], w[1], w[3], w[5]});
+  }
+  return rows;
+}
+
+double relative_difference(double a, double b) { return std::fabs(a - b) / std::max(std::fabs(b), 1e-300); }
 
 }  // namespace
 
@@ -123,6 +156,102 @@ TEST_CASE("data parallel: N ranks x batch 1 == 1 rank x batch N after 20 steps (
     CHECK(c.avg == b.avg);
     CHECK(c.stdev == b.stdev);
     CHECK(c.energy_bias == b.energy_bias);
+    std::filesystem::remove_all(base);
+  }
+}
+
+TEST_CASE("validation over N ranks: 5 batches (uneven at 2, 3, 4 ranks) give the 1-rank metrics, each frame once") {
+  // docs/trainer.md: validation metrics averaged over numb_btch validation batches, split across
+  // ranks (batch b on rank b % N), batches weighted by their atom count. 5 validation frames,
+  // batch 1, numb_btch 5: every lcurve line evaluates one shuffled pass over the 5 frames.
+  using Space = dpk::DefaultExecutionSpace;
+  using Mem = dpk::memory_space_t<Space>;
+  dpk::Communicator world;
+  int const n = world.size();
+  int const nvalid = 5;
+  auto input = [&](int batch) { return with_validation(tiny_input(batch), nvalid); };
+  auto validation = [&] { return std::vector<dpk::System>{water_frames(40, nvalid)}; };
+  std::string const base = "/tmp/dpk_mpi_validation_" + world.broadcast_string(std::to_string(::getpid()));
+  std::string const init = base + "/init", reference = base + "/reference", parallel = base + "/parallel";
+  dpk::LearningCurveLine one_rank;
+  if (world.is_root()) {
+    std::filesystem::remove_all(base);
+    // The start and the 1-rank reference (batch n on frames 0..n-1), as the test above.
+    dpk::Communicator self(MPI_COMM_SELF);
+    dpk::TrainerOptions o;
+    o.output_dir = init;
+    o.stop_at = 0;
+    o.log = nullptr;
+    dpk::Trainer<double, Space>(input(n), {water_frames(0, n)}, validation(), o, self).run();
+    o.output_dir = reference;
+    o.stop_at = -1;
+    o.init_model = init + "/model.dpk";
+    dpk::Trainer<double, Space> trainer(input(n), {water_frames(0, n)}, validation(), o, self);
+    trainer.run();
+    one_rank = trainer.last_curve_line();
+  }
+  world.barrier();
+  // n ranks, rank r on training frame r; the same validation data on every rank.
+  dpk::TrainerOptions o;
+  o.output_dir = parallel;
+  o.init_model = init + "/model.dpk";
+  o.log = nullptr;
+  dpk::Trainer<double, Space> trainer(input(1), {water_frames(world.rank(), 1)}, validation(), o, world);
+  trainer.run();
+  dpk::LearningCurveLine const line = trainer.last_curve_line();
+  CHECK(line.step == 20);
+  CHECK(line.validation_frames == nvalid);  // summed over ranks: no batch skipped or doubled
+  world.barrier();
+  if (world.is_root()) {
+    std::string shares;
+    for (int r = 0; r < n; ++r) shares += " " + std::to_string((nvalid - r + n - 1) / n);
+    // 1. The 1-rank run's metrics (step 20, unrounded) and its printed validation columns.
+    REQUIRE(one_rank.step == 20);
+    CHECK(one_rank.validation_frames == nvalid);
+    double const vs_one_rank = std::max({relative_difference(line.validation.loss, one_rank.validation.loss),
+                                         relative_difference(line.validation.rmse_e, one_rank.validation.rmse_e),
+                                         relative_difference(line.validation.rmse_f, one_rank.validation.rmse_f)});
+    auto const printed_one = validation_columns(reference + "/lcurve.out");
+    auto const printed = validation_columns(parallel + "/lcurve.out");
+    CHECK(printed_one.size() == 3);  // steps 0, 10, 20
+    CHECK(printed == printed_one);
+    // 2. Each validation frame once: the atom-weighted mean of the 5 frames' own metrics with
+    // the step-20 parameters (the model file) and the step-20 prefactors.
+    std::string const model_file = parallel + "/model.dpk";
+    auto model = dpk::load_energy_model<double, Space>(dpk::read_model_file(model_file), model_file);
+    dpk::InputConfig const config = input(1);
+    auto const schedule =
+        dpk::ExponentialLearningRate::from_config(config.learning_rate, config.training.numb_steps);
+    dpk::PrefactorValues const p = dpk::prefactors(config.loss, schedule.ratio(20));
+    dpk::DataSampler frames_of(validation(), dpk::BatchSize{false, 1, {}}, 0);
+    dpk::Frames<double, Mem> frames;
+    dpk::Labels<double, Mem> labels;
+    double sum[3] = {0, 0, 0}, weight = 0;
+    std::vector<double> losses;
+    for (int f = 0; f < nvalid; ++f) {
+      dpk::HostBatch const batch = frames_of.batch(0, f, 1);
+      dpk::upload(batch, frames, labels);
+      dpk::LossMetrics const m = model->evaluate_loss(Space(), frames, labels, {p.energy, p.force, p.virial});
+      sum[0] += batch.natoms * m.loss;
+      sum[1] += batch.natoms * m.rmse_e;
+      sum[2] += batch.natoms * m.rmse_f;
+      weight += batch.natoms;
+      losses.push_back(m.loss);
+    }
+    double const vs_frames = std::max({relative_difference(line.validation.loss, sum[0] / weight),
+                                       relative_difference(line.validation.rmse_e, sum[1] / weight),
+                                       relative_difference(line.validation.rmse_f, sum[2] / weight)});
+    // The frames' losses differ by far more than the tolerance: a frame left out, or one used
+    // in another's place, would show.
+    std::sort(losses.begin(), losses.end());
+    double closest = 1;
+    for (int f = 1; f < nvalid; ++f) closest = std::min(closest, relative_difference(losses[f], losses[f - 1]));
+    MESSAGE(n << " rank(s), validation batches per rank" << shares << ": step-20 validation metrics vs 1 rank: max "
+              << "relative difference " << vs_one_rank << "; vs the 5 frames evaluated once each: " << vs_frames
+              << " (closest two frame losses differ by " << closest << " relative)");
+    CHECK(vs_one_rank <= 1e-12);
+    CHECK(vs_frames <= 1e-12);
+    CHECK(closest > 1e-6);
     std::filesystem::remove_all(base);
   }
 }

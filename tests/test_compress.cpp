@@ -430,7 +430,7 @@ dpk::ModelFileData fixture_model_data() {
   dpk::EnergyModel<double, Space> model(d.descriptor, d.fitting, d.ntypes);
   load_fixture_model(model, fixture_dir(true));
   d.parameters = model.parameters_host();
-  for (auto const& t : model.tensors()) d.tensors.push_back({t.name, t.shape, t.offset});
+  d.tensors = model.tensors();
   d.avg = model.statistics_avg();
   d.stdev = model.statistics_std();
   d.energy_bias = model.energy_bias();

@@ -1,8 +1,11 @@
 // <dpk/potential.hpp>: a model with DeePMD-kit's fixture weights (tests/data/water_model),
 // written by the model-file writer and loaded by dpk::Potential, reproduces the fixture's
 // energies and forces; many frames in one call equal single-frame calls; non-periodic frames;
-// the device-View overload; clear errors for bad types and sizes.
+// the device-View overload; clear errors for bad types and sizes; install_model_data's check of
+// a file against a model.
 #include <doctest/doctest.h>
+
+#include "error_test_helpers.hpp"
 
 #include <dpk/io/npy.hpp>
 #include <dpk/potential.hpp>
@@ -44,8 +47,8 @@ dpk::ModelFileData fixture_model_data() {
     auto a = dpk::read_npy(fixture + "weights/" + t.name + ".npy");
     REQUIRE_MESSAGE(a.data.size() == t.size(), t.name);
     std::copy(a.data.begin(), a.data.end(), d.parameters.begin() + std::ptrdiff_t(t.offset));
-    d.tensors.push_back({t.name, t.shape, t.offset});
   }
+  d.tensors = model.tensors();
   d.avg = dpk::read_npy(fixture + "avg.npy").data;
   d.stdev = dpk::read_npy(fixture + "std.npy").data;
   d.energy_bias = {-93.5, -187.25};
@@ -255,6 +258,86 @@ TEST_CASE("Potential: clear errors for bad types, sizes and files") {
                        dpk::Error);
   CHECK_THROWS_WITH_AS(dpk::Potential<double>("/nonexistent/model.dpk"),
                        doctest::Contains("model file '/nonexistent/model.dpk'"), dpk::Error);
+}
+
+TEST_CASE("install_model_data: one check of a file against a model, errors name the file and what differs") {
+  // The loader of load_energy_model (Potential, dpk-train test) and of the trainer
+  // (--restart, --init-model, --init-frz-model).
+  dpk::ModelFileData const good = fixture_model_data();
+  std::string const file = "fixture.dpk";
+  auto model_for = [](dpk::ModelFileData const& d) {
+    return dpk::EnergyModel<double, Space>(d.descriptor, d.fitting, d.ntypes);
+  };
+  SUBCASE("a matching file: parameters, statistics and bias as written") {
+    auto model = model_for(good);
+    dpk::install_model_data(good, model, file);
+    CHECK(model.parameters_host() == good.parameters);
+    CHECK(model.statistics_avg() == good.avg);
+    CHECK(model.statistics_std() == good.stdev);
+    CHECK(model.energy_bias() == good.energy_bias);
+    CHECK_FALSE(model.compressed());
+  }
+  SUBCASE("type count") {
+    auto model = model_for(good);
+    auto bad = good;
+    bad.ntypes = 3;
+    dpk_test::check_error([&] { dpk::install_model_data(bad, model, file); },
+                          {"model file 'fixture.dpk' has 3 types, the model has 2"});
+  }
+  SUBCASE("parameter and tensor count (other fitting_net.neuron)") {
+    auto settings = good;
+    settings.fitting.neuron = {16, 16, 16};
+    auto model = model_for(settings);
+    dpk_test::check_error([&] { dpk::install_model_data(good, model, file); },
+                          {"model file 'fixture.dpk' has " + std::to_string(good.parameters.size()) + " parameters in " +
+                               std::to_string(good.tensors.size()) + " tensors; the model's descriptor/fitting_net "
+                               "settings give " + std::to_string(model.num_parameters()) + " in " +
+                               std::to_string(model.tensors().size())});
+  }
+  SUBCASE("a tensor's shape, name or offset (same sizes)") {
+    auto model = model_for(good);
+    auto bad = good;
+    REQUIRE(bad.tensors[0].shape == std::vector<int>{1, 8});
+    bad.tensors[0].shape = {8, 1};
+    dpk_test::check_error([&] { dpk::install_model_data(bad, model, file); },
+                          {"model file 'fixture.dpk': tensor 0 'embedding_net0_layer0_w' shape [8, 1] at offset 0 "
+                           "does not match the model's 'embedding_net0_layer0_w' shape [1, 8] at offset 0"});
+    bad = good;
+    bad.tensors[2].name = "embedding_net0_layer1_x";
+    dpk_test::check_error([&] { dpk::install_model_data(bad, model, file); },
+                          {"tensor 2 'embedding_net0_layer1_x'", "the model's 'embedding_net0_layer1_w'"});
+    bad = good;
+    std::swap(bad.tensors[0].offset, bad.tensors[1].offset);  // b before w, as a file may tile them
+    dpk_test::check_error([&] { dpk::install_model_data(bad, model, file); },
+                          {"tensor 0 'embedding_net0_layer0_w' shape [1, 8] at offset 8", "at offset 0"});
+  }
+  SUBCASE("statistics of another sel (same tensor table)") {
+    auto settings = good;
+    settings.descriptor.sel = {46, 90};
+    auto model = model_for(settings);
+    REQUIRE(model.tensors() == good.tensors);
+    dpk_test::check_error([&] { dpk::install_model_data(good, model, file); },
+                          {"model file 'fixture.dpk' has statistics avg/std of " + std::to_string(good.avg.size()),
+                           "(nnei 136: different descriptor.sel?)"});
+  }
+  SUBCASE("a compressed model's tables: installed by default, left out with ModelTables::ignore") {
+    auto compressed = good;
+    auto model = model_for(good);
+    dpk::install_model_data(good, model, file);
+    compressed.compression = dpk::model_compression(model.build_embedding_table(0.8, 0.01, 5), 0.8, -1);
+    auto with_tables = model_for(good);
+    dpk::install_model_data(compressed, with_tables, file);
+    CHECK(with_tables.compressed());
+    auto weights_only = model_for(good);
+    dpk::install_model_data(compressed, weights_only, file, dpk::ModelTables::ignore);
+    CHECK_FALSE(weights_only.compressed());
+    CHECK(weights_only.parameters_host() == good.parameters);
+    CHECK(dpk::load_energy_model<double, Space>(compressed, file)->compressed());
+    compressed.compression->m1 = 3;  // tables the model cannot take
+    auto wrong = model_for(good);
+    dpk_test::check_error([&] { dpk::install_model_data(compressed, wrong, file); },
+                          {"model file 'fixture.dpk': ", "set_embedding_table"});
+  }
 }
 
 namespace {

@@ -154,8 +154,7 @@ int test_as(dpk::ModelFileData const& file, std::string const& model_path, std::
             int max_frames, std::string const& detail) {
   using Mem = dpk::memory_space_t<Space>;
   dpk::EnergyModel<Scalar, Space> model(file.descriptor, file.fitting, file.ntypes);
-  dpk::load_model_weights(file, model, model_path);
-  if (file.compression) model.set_embedding_table(dpk::embedding_table_data(*file.compression));
+  dpk::install_model_data(file, model, model_path);  // a compressed model's tables too
   long outside = 0;
   dpk::System const system = dpk::read_system(system_path, file.type_map);
   int const nframes = max_frames > 0 ? std::min(max_frames, system.nframes) : system.nframes;
@@ -262,7 +261,7 @@ void compress_model(std::string const& in, std::string const& out, std::string c
   dpk::require(!data.compression, "compress: model '" + in +
                                       "' is already compressed; compress the original (uncompressed) model");
   dpk::EnergyModel<double, Space> model(data.descriptor, data.fitting, data.ntypes);
-  dpk::load_model_weights(data, model, in);
+  dpk::install_model_data(data, model, in);
   double rmin = std::numeric_limits<double>::infinity();
   std::string source;
   if (!input.empty()) {

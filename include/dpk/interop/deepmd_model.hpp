@@ -414,7 +414,7 @@ inline ModelFileData model_from_deepmd_dict(DeepmdDict const& tree, std::string 
   // ---- networks
   ParameterLayout const layout(dc, fc, ntypes);
   data.parameters.assign(layout.size, 0.0);
-  for (auto const& t : layout.tensors) data.tensors.push_back({t.name, t.shape, t.offset});
+  data.tensors = layout.tensors;
   std::string const ep = "model.descriptor.embeddings";
   auto const& enets = networks(at(d, "embeddings", dp, c), ep, dc.type_one_side ? 1 : 2, ntypes, c);
   for (std::size_t k = 0; k < enets.size(); ++k) {
@@ -512,11 +512,8 @@ inline DeepmdDict model_to_deepmd_dict(ModelFileData const& data, std::string co
   if (int(data.type_map.size()) != ntypes)
     throw fail("the model has no type_map (element names); DeePMD-kit needs one (set model.type_map in input.json)");
   ParameterLayout const layout(dc, fc, ntypes);
-  bool same_layout = layout.tensors.size() == data.tensors.size() && layout.size == data.parameters.size();
-  for (std::size_t i = 0; same_layout && i < layout.tensors.size(); ++i)
-    same_layout = layout.tensors[i].name == data.tensors[i].name && layout.tensors[i].shape == data.tensors[i].shape &&
-                  layout.tensors[i].offset == data.tensors[i].offset;
-  if (!same_layout) throw fail("the parameter table differs from the se_e2_a + ener layout of its settings");
+  if (layout.tensors != data.tensors || layout.size != data.parameters.size())
+    throw fail("the parameter table differs from the se_e2_a + ener layout of its settings");
   std::size_t const nnei = std::size_t(dc.nnei());
   if (data.avg.size() != std::size_t(ntypes) * nnei * 4 || data.stdev.size() != data.avg.size() ||
       data.energy_bias.size() != std::size_t(ntypes))

@@ -1,12 +1,14 @@
 #pragma once
 /// \file load_model.hpp
-/// \brief An EnergyModel built from the contents of a dpk model or checkpoint file
-/// (docs/model-format.md): hyperparameters, parameters, statistics and energy bias.
+/// \brief The contents of a dpk model or checkpoint file (docs/model-format.md) put into an
+/// EnergyModel: install_model_data checks the file against the model and installs its
+/// parameters, statistics, energy bias and tables; load_energy_model builds the model first.
 
 #include <dpk/core/error.hpp>
 #include <dpk/io/model_file.hpp>
 #include <dpk/model/energy_model.hpp>
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -51,29 +53,75 @@ inline ModelCompression model_compression(EmbeddingTableData const& t, double rm
   return c;
 }
 
+/// What install_model_data does with the embedding tables of a compressed model file.
+enum class ModelTables {
+  install,  ///< install them: the model evaluates the tables (docs/compression.md)
+  ignore    ///< leave them out: the model evaluates its embedding nets (dpk-train --init-model)
+};
+
+namespace detail::load_model {
+
+/// "'name' shape [a, b] at offset o", for errors.
+inline std::string describe(TensorInfo const& t) {
+  std::string text = "'" + t.name + "' shape [";
+  for (std::size_t k = 0; k < t.shape.size(); ++k) text += (k ? ", " : "") + std::to_string(t.shape[k]);
+  return text + "] at offset " + std::to_string(t.offset);
+}
+
+}  // namespace detail::load_model
+
+/// Installs the parameters, statistics and energy bias of `data` (read from `file`) into
+/// `model`, then, when `tables` is ModelTables::install and the file is a compressed model, its
+/// embedding tables. The one place that checks a file against a model: its type count, its
+/// tensor table (every tensor's name, shape and offset, in order, as model.tensors() lists
+/// them), its parameter count and the size of its statistics and bias. Throws dpk::Error naming
+/// `file` and what differs.
+template <class Scalar, class ExecutionSpace>
+void install_model_data(ModelFileData const& data, EnergyModel<Scalar, ExecutionSpace>& model, std::string const& file,
+                        ModelTables tables = ModelTables::install) {
+  std::string const source = "model file '" + file + "'";
+  require(data.ntypes == model.ntypes(), source + " has " + std::to_string(data.ntypes) + " types, the model has " +
+                                             std::to_string(model.ntypes()));
+  auto const& tensors = model.tensors();
+  require(data.tensors.size() == tensors.size() && data.parameters.size() == model.num_parameters(),
+          source + " has " + std::to_string(data.parameters.size()) + " parameters in " +
+              std::to_string(data.tensors.size()) + " tensors; the model's descriptor/fitting_net settings give " +
+              std::to_string(model.num_parameters()) + " in " + std::to_string(tensors.size()));
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    require(data.tensors[i] == tensors[i],
+            source + ": tensor " + std::to_string(i) + " " + detail::load_model::describe(data.tensors[i]) +
+                " does not match the model's " + detail::load_model::describe(tensors[i]) +
+                " (different descriptor/fitting_net settings?)");
+  std::size_t const nstats = std::size_t(model.ntypes()) * std::size_t(model.descriptor().nnei()) * 4;
+  require(data.avg.size() == nstats && data.stdev.size() == nstats,
+          source + " has statistics avg/std of " + std::to_string(data.avg.size()) + "/" +
+              std::to_string(data.stdev.size()) + " values; the model needs ntypes x nnei x 4 = " +
+              std::to_string(nstats) + " (nnei " + std::to_string(model.descriptor().nnei()) +
+              ": different descriptor.sel?)");
+  require(data.energy_bias.size() == std::size_t(model.ntypes()),
+          source + " has " + std::to_string(data.energy_bias.size()) + " energy bias values, the model " +
+              std::to_string(model.ntypes()) + " types");
+  model.set_parameters(data.parameters);
+  model.set_statistics(data.avg, data.stdev);
+  model.set_energy_bias(data.energy_bias);
+  if (tables == ModelTables::install && data.compression) {
+    try {
+      model.set_embedding_table(embedding_table_data(*data.compression));
+    } catch (Error const& e) {
+      throw Error(source + ": " + e.what());
+    }
+  }
+}
+
 /// Builds the EnergyModel that `data` describes (its descriptor, fitting net and ntypes) and
-/// installs its parameters, statistics and energy bias (and, for a compressed model, its
-/// embedding tables: the model then evaluates the tables, docs/compression.md), in precision `Scalar` whatever precision
-/// the file was trained in. `file` names the source in errors. Throws dpk::Error when the
-/// file's tensor table differs from the layout dpk builds for those hyperparameters.
+/// installs the file's contents with install_model_data (a compressed model's tables too: the
+/// model then evaluates them, docs/compression.md), in precision `Scalar` whatever precision
+/// the file was trained in. `file` names the source in errors.
 template <class Scalar, class ExecutionSpace>
 std::unique_ptr<EnergyModel<Scalar, ExecutionSpace>> load_energy_model(ModelFileData const& data,
                                                                         std::string const& file) {
   auto model = std::make_unique<EnergyModel<Scalar, ExecutionSpace>>(data.descriptor, data.fitting, data.ntypes);
-  auto const& tensors = model->tensors();
-  require(data.tensors.size() == tensors.size() && data.parameters.size() == model->num_parameters(),
-          "model file '" + file + "' has " + std::to_string(data.parameters.size()) + " parameters in " +
-              std::to_string(data.tensors.size()) + " tensors; its descriptor/fitting_net settings give " +
-              std::to_string(model->num_parameters()) + " in " + std::to_string(tensors.size()));
-  for (std::size_t i = 0; i < tensors.size(); ++i)
-    require(data.tensors[i].name == tensors[i].name && data.tensors[i].shape == tensors[i].shape &&
-                data.tensors[i].offset == tensors[i].offset,
-            "model file '" + file + "': tensor '" + data.tensors[i].name + "' does not match the layout's '" +
-                tensors[i].name + "' (name, shape or offset)");
-  model->set_parameters(data.parameters);
-  model->set_statistics(data.avg, data.stdev);
-  model->set_energy_bias(data.energy_bias);
-  if (data.compression) model->set_embedding_table(embedding_table_data(*data.compression));
+  install_model_data(data, *model, file, ModelTables::install);
   return model;
 }
 

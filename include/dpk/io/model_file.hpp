@@ -23,6 +23,7 @@
 #include <dpk/io/atomic_file.hpp>
 #include <dpk/io/json_depth.hpp>
 #include <dpk/model/config.hpp>
+#include <dpk/model/tensor_info.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -49,18 +50,8 @@ namespace dpk {
 /// Current model/checkpoint format version written by dpk.
 inline constexpr std::uint32_t model_file_version = 1;
 
-/// One named tensor inside the flat parameter block: `shape`, starting at element `offset`.
-struct ModelTensor {
-  std::string name;
-  std::vector<int> shape;
-  std::size_t offset = 0;
-  /// Number of elements (product of the shape).
-  std::size_t size() const {
-    std::size_t n = 1;
-    for (int s : shape) n *= std::size_t(s);
-    return n;
-  }
-};
+/// Former name of the tensor-table entry (one type for the model's layout and the file's table).
+using ModelTensor [[deprecated("use dpk::TensorInfo (dpk/model/tensor_info.hpp)")]] = TensorInfo;
 
 /// The tables of a compressed model (docs/compression.md): header "compression" holds the
 /// options and each net's range, block "embedding_table" the coefficients of every net one
@@ -87,7 +78,7 @@ struct ModelFileData {
   std::vector<std::string> type_map;    ///< element names (may be empty)
   DescriptorConfig descriptor;
   FittingConfig fitting;
-  std::vector<ModelTensor> tensors;     ///< layout of `parameters`
+  std::vector<TensorInfo> tensors;      ///< layout of `parameters`
   std::vector<double> parameters;       ///< flat weights
   std::vector<double> avg, stdev;        ///< (ntypes, nnei, 4) environment statistics
   std::vector<double> energy_bias;      ///< (ntypes) eV
@@ -484,7 +475,7 @@ inline ModelFileData parse_model_file(std::string const& bytes, std::string cons
   if (!tensors.is_array()) throw fail("header 'tensors' must be an array");
   std::size_t const nparameters = data.parameters.size();
   for (auto const& entry : tensors) {
-    ModelTensor t;
+    TensorInfo t;
     t.name = detail::model_file::header_value<std::string>(entry, "name", "tensors[].", file);
     t.shape = detail::model_file::header_value<std::vector<int>>(entry, "shape", "tensors[].", file);
     t.offset = detail::model_file::header_value<std::size_t>(entry, "offset", "tensors[].", file);

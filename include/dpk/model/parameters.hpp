@@ -4,6 +4,7 @@
 /// their seeded initialisation (SPEC.md section 5).
 
 #include <dpk/model/config.hpp>
+#include <dpk/model/tensor_info.hpp>
 #include <dpk/nn/layer.hpp>
 
 #include <cmath>
@@ -14,20 +15,6 @@
 #include <vector>
 
 namespace dpk {
-
-/// One named tensor in the flat buffer: names follow DeePMD-kit's weight files,
-/// `{embedding|fitting}_net{idx}_layer{l}_{w|b|idt}`.
-struct TensorInfo {
-  std::string name;
-  std::vector<int> shape;
-  std::size_t offset = 0;
-  /// Number of scalars.
-  std::size_t size() const {
-    std::size_t n = 1;
-    for (int s : shape) n *= static_cast<std::size_t>(s);
-    return n;
-  }
-};
 
 /// Layout of all parameters: the tensors in buffer order and, per network, each layer's offsets.
 struct ParameterLayout {

@@ -94,6 +94,17 @@ struct TrainingSummary {
   std::string model_path, checkpoint_path;
 };
 
+/// One line of lcurve.out before its numbers are rounded for printing (the values every rank
+/// holds after the reduction over ranks).
+struct LearningCurveLine {
+  long step = -1;                 ///< -1: no line written yet
+  CurveMetrics training, validation;
+  double lr = 0;
+  /// Validation frames evaluated for the line, summed over ranks (numb_btch batches' frames;
+  /// 0 without validation data).
+  long validation_frames = 0;
+};
+
 /// Path of the newest checkpoint for `path`: `path` itself when it is a file, else the file
 /// named in the `checkpoint` pointer file of its folder (written by the trainer).
 inline std::string resolve_checkpoint(std::string const& path) {
@@ -107,27 +118,6 @@ inline std::string resolve_checkpoint(std::string const& path) {
     return (folder / name).string();
   throw Error("restart: '" + path + "' is not a file and no '" + pointer.string() +
               "' names an existing checkpoint");
-}
-
-/// Copies parameters, statistics and energy bias of `d` (read from `file`) into `model`, after
-/// checking that the tensor table matches the model's layout exactly.
-template <class Scalar, class ExecutionSpace>
-void load_model_weights(ModelFileData const& d, EnergyModel<Scalar, ExecutionSpace>& model, std::string const& file) {
-  require(d.ntypes == model.ntypes(), "model file '" + file + "' has " + std::to_string(d.ntypes) +
-                                          " types, the model has " + std::to_string(model.ntypes()));
-  auto const& tensors = model.tensors();
-  require(d.tensors.size() == tensors.size() && d.parameters.size() == model.num_parameters(),
-          "model file '" + file + "' has " + std::to_string(d.parameters.size()) + " parameters in " +
-              std::to_string(d.tensors.size()) + " tensors; the model has " + std::to_string(model.num_parameters()) +
-              " in " + std::to_string(tensors.size()) + " (different descriptor/fitting_net settings?)");
-  for (std::size_t i = 0; i < tensors.size(); ++i)
-    require(d.tensors[i].name == tensors[i].name && d.tensors[i].shape == tensors[i].shape &&
-                d.tensors[i].offset == tensors[i].offset,
-            "model file '" + file + "': tensor '" + d.tensors[i].name + "' does not match the model's '" +
-                tensors[i].name + "'");
-  model.set_parameters(d.parameters);
-  model.set_statistics(d.avg, d.stdev);
-  model.set_energy_bias(d.energy_bias);
 }
 
 /// The training loop (see the file comment) for precision `Scalar` on `ExecutionSpace`.
@@ -316,6 +306,8 @@ class Trainer {
   long step() const { return step_; }
   /// The optimiser.
   Adam<Scalar, ExecutionSpace>& optimizer() { return *adam_; }
+  /// The last lcurve.out line this run computed, unrounded (on every rank, not only rank 0).
+  LearningCurveLine const& last_curve_line() const { return last_curve_line_; }
 
   /// The current state as a model file (`checkpoint`: with optimiser and sampler states;
   /// collective: every rank must call it when `checkpoint`).
@@ -327,7 +319,7 @@ class Trainer {
     d.type_map = config_.type_map;
     d.descriptor = config_.descriptor;
     d.fitting = config_.fitting;
-    for (auto const& t : model_->tensors()) d.tensors.push_back({t.name, t.shape, t.offset});
+    d.tensors = model_->tensors();
     d.parameters = model_->parameters_host();
     d.avg = model_->statistics_avg();
     d.stdev = model_->statistics_std();
@@ -457,8 +449,7 @@ class Trainer {
       std::string const file = resolve_checkpoint(options_.restart);
       ModelFileData const d = read_model_file(file);
       require(d.kind == "checkpoint", "restart: '" + file + "' is a model file, not a checkpoint (use --init-model)");
-      load_weights(d, file);
-      freeze_tables(d);
+      load_weights(d, file, ModelTables::install);
       adam_->set_state(d.adam_m, d.adam_v, d.adam_step);
       step_ = d.step;
       require(int(d.sampler_states.size()) == comm_.size(),
@@ -479,14 +470,13 @@ class Trainer {
       ModelFileData const d = read_model_file(options_.init_frz_model);
       require(d.compression.has_value(), "--init-frz-model: '" + options_.init_frz_model +
                                              "' is not a compressed model (compress it first: dpk-train compress)");
-      load_weights(d, options_.init_frz_model);
-      freeze_tables(d);
+      load_weights(d, options_.init_frz_model, ModelTables::install);
       if (log())
         *log() << "dpk-train: parameters, statistics and bias from " << options_.init_frz_model
                << "; its embedding tables are frozen, the fitting nets train\n";
     } else if (!options_.init_model.empty()) {
       ModelFileData const d = read_model_file(options_.init_model);
-      load_weights(d, options_.init_model);
+      load_weights(d, options_.init_model, ModelTables::ignore);
       if (log()) *log() << "dpk-train: parameters, statistics and bias from " << options_.init_model << "\n";
       check_sel();
     } else {
@@ -522,18 +512,15 @@ class Trainer {
     return values;
   }
 
-  /// A compressed model's (or compressed training's checkpoint's) tables, frozen for training.
-  void freeze_tables(ModelFileData const& d) {
-    if (!d.compression) return;
-    compression_ = *d.compression;
-    model_->set_embedding_table(embedding_table_data(*d.compression));
-  }
-
-  /// Parameters, statistics and bias from a model file; the layout must match the input's model.
-  void load_weights(ModelFileData const& d, std::string const& file) {
+  /// Parameters, statistics and bias from a model file (install_model_data: its layout must be
+  /// the input's model's). With ModelTables::install (--restart, --init-frz-model) a compressed
+  /// model's (or compressed training's checkpoint's) tables come too, frozen for training;
+  /// --init-model takes the weights alone.
+  void load_weights(ModelFileData const& d, std::string const& file, ModelTables tables) {
     if (!d.type_map.empty() && !config_.type_map.empty())
       require(d.type_map == config_.type_map, "model file '" + file + "': type_map differs from the input's model.type_map");
-    load_model_weights(d, *model_, file);
+    install_model_data(d, *model_, file, tables);
+    if (tables == ModelTables::install && d.compression) compression_ = *d.compression;
   }
 
   /// A checkpoint whose sampler state is version 1 was written when dpk drew systems by frame
@@ -716,9 +703,11 @@ class Trainer {
     comm_.allreduce_sum(t);
     CurveMetrics training{t[0] / t[4], t[1] / t[4], t[2] / t[4], t[3] / t[4]};
     CurveMetrics validation;
+    long validation_frames = 0;
     if (validation_sampler_) {
-      // numb_btch batches: every rank draws them all (same stream), evaluates its share.
-      std::vector<double> v(5, 0.0);
+      // numb_btch batches: every rank draws them all (same stream), evaluates its share
+      // (batch b on rank b % ranks).
+      std::vector<double> v(6, 0.0);
       int const nbatch = config_.training.validation_data->numb_btch;
       HostBatch batch;
       for (int b = 0; b < nbatch; ++b) {
@@ -734,10 +723,13 @@ class Trainer {
         v[2] += w * m.rmse_f;
         v[3] += w * m.rmse_v;
         v[4] += w;
+        v[5] += double(batch.nframes);
       }
       comm_.allreduce_sum(v);
       validation = {v[0] / v[4], v[1] / v[4], v[2] / v[4], v[3] / v[4]};
+      validation_frames = long(v[5]);
     }
+    last_curve_line_ = {step_, training, validation, lr, validation_frames};
     if (curve) curve->write(step_, validation, training, lr);
   }
 
@@ -837,6 +829,7 @@ class Trainer {
   std::string last_checkpoint_;
   std::vector<std::string> saved_;
   std::string sel_warning_;  ///< set by compute_statistics when sel drops neighbours
+  LearningCurveLine last_curve_line_;
 };
 
 }  // namespace dpk
