@@ -1,6 +1,6 @@
 #pragma once
 // The execution spaces the kernel tests run on: every backend of the Kokkos build (Serial,
-// OpenMP, Cuda), each once, and dpk::DefaultExecutionSpace, as doctest type lists:
+// OpenMP, Cuda) and dpk::DefaultExecutionSpace, each once, as doctest type lists:
 //
 //   TEST_CASE_TEMPLATE_DEFINE("what is checked", Space, what_is_checked) { ... }
 //   TEST_CASE_TEMPLATE_APPLY(what_is_checked, dpk_test::ExecutionSpaces);
@@ -10,6 +10,8 @@
 //   TEST_CASE_TEMPLATE_DEFINE("what is checked", Case, what_is_checked) {
 //     using Space = typename Case::execution_space;
 //     using Scalar = typename Case::scalar;
+//     ...
+//   }
 //   TEST_CASE_TEMPLATE_APPLY(what_is_checked, dpk_test::SpacesAndScalars);
 //
 // A test case then runs once per entry, named "what is checked<Serial, double>" and so on.
