@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by test_neighbor.cpp and test_descriptor.cpp: host batches, Frames on the
 // device, the water fixture, and an O(N^2) brute-force neighbour search over periodic images.
+// Frames and host copies take the memory space of the test's execution space.
 
 #include <dpk/core/frames.hpp>
 #include <dpk/io/npy.hpp>
@@ -15,6 +16,7 @@
 
 namespace dpk_test {
 
+/// The default space (the benchmarks'; the tests name their own).
 using Space = dpk::DefaultExecutionSpace;
 using Mem = dpk::memory_space_t<Space>;
 
@@ -27,17 +29,17 @@ struct HostBatch {
   std::vector<int> types;     // nframes*natoms
 };
 
-/// The batch as device Frames in Scalar.
-template <class Scalar>
-dpk::Frames<Scalar, Mem> make_frames(HostBatch const& b) {
-  dpk::Frames<Scalar, Mem> frames;
+/// The batch as Frames in Scalar in MemorySpace.
+template <class Scalar, class MemorySpace = Mem>
+dpk::Frames<Scalar, MemorySpace> make_frames(HostBatch const& b) {
+  dpk::Frames<Scalar, MemorySpace> frames;
   frames.nframes = b.nframes;
   frames.natoms = b.natoms;
   frames.periodic = b.periodic;
   int const nloc = b.nframes * b.natoms;
-  frames.coord = dpk::View2<Scalar, Mem>("dpk::test::coord", nloc, 3);
-  frames.box = dpk::View2<Scalar, Mem>("dpk::test::box", b.nframes, 9);
-  frames.types = dpk::View1<int, Mem>("dpk::test::types", nloc);
+  frames.coord = dpk::View2<Scalar, MemorySpace>("dpk::test::coord", nloc, 3);
+  frames.box = dpk::View2<Scalar, MemorySpace>("dpk::test::box", b.nframes, 9);
+  frames.types = dpk::View1<int, MemorySpace>("dpk::test::types", nloc);
   auto c = Kokkos::create_mirror_view(frames.coord);
   auto x = Kokkos::create_mirror_view(frames.box);
   auto t = Kokkos::create_mirror_view(frames.types);
@@ -204,8 +206,8 @@ struct HostList {
   Kokkos::View<Scalar***, Kokkos::LayoutRight, Kokkos::HostSpace> rij;
   Kokkos::View<int**, Kokkos::LayoutRight, Kokkos::HostSpace> count;
 };
-template <class Scalar>
-HostList<Scalar> to_host(dpk::NeighborList<Scalar, Mem> const& list) {
+template <class Scalar, class MemorySpace>
+HostList<Scalar> to_host(dpk::NeighborList<Scalar, MemorySpace> const& list) {
   HostList<Scalar> h;
   h.index = snapshot(list.index);
   h.rij = snapshot(list.rij);

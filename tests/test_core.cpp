@@ -1,5 +1,8 @@
 // Core utilities: workspace growth and the GEMMs (one call, row-split, split reduction, in-thread) against plain loops.
+// The kernel cases run on every execution space of the build (execution_spaces.hpp).
 #include <doctest/doctest.h>
+
+#include "execution_spaces.hpp"
 
 #include <dpk/core/compat.hpp>
 #include <dpk/core/gemm.hpp>
@@ -9,9 +12,10 @@
 #include <string>
 #include <vector>
 
-TEST_CASE_TEMPLATE("compat gemm equals a plain triple loop", Scalar, double, float) {
-  using Space = dpk::DefaultExecutionSpace;
-  using Mem = dpk::memory_space_t<Space>;
+TEST_CASE_TEMPLATE_DEFINE("compat gemm equals a plain triple loop", Case, compat_gemm) {
+  using Space = typename Case::execution_space;
+  using Mem = typename Case::memory_space;
+  using Scalar = typename Case::scalar;
   int const m = 7, k = 5, n = 3;
   dpk::View2<Scalar, Mem> a("a", m, k), b("b", k, n), c("c", m, n);
   auto ha = Kokkos::create_mirror_view(a);
@@ -31,13 +35,15 @@ TEST_CASE_TEMPLATE("compat gemm equals a plain triple loop", Scalar, double, flo
       CHECK(double(hc(i, j)) == doctest::Approx(ref).epsilon(sizeof(Scalar) == 8 ? 1e-14 : 1e-5));
     }
 }
+TEST_CASE_TEMPLATE_APPLY(compat_gemm, dpk_test::SpacesAndScalars);
 
 // dpk::math names Kokkos::Experimental:: (3.x) or Kokkos:: (4.x, 5.x) functions: the same values
-// as the C library on the host, evaluated inside a kernel of the default execution space.
-TEST_CASE_TEMPLATE("compat math functions equal the C library inside a kernel", Scalar, double, float) {
-  using Space = dpk::DefaultExecutionSpace;
+// as the C library on the host, evaluated inside a kernel of each execution space.
+TEST_CASE_TEMPLATE_DEFINE("compat math functions equal the C library inside a kernel", Case, compat_math) {
+  using Space = typename Case::execution_space;
+  using Scalar = typename Case::scalar;
   int const n = 9, nf = 12;
-  Kokkos::View<Scalar**, dpk::memory_space_t<Space>> out("dpk::test::math", n, nf);
+  Kokkos::View<Scalar**, typename Case::memory_space> out("dpk::test::math", n, nf);
   Kokkos::parallel_for(
       "dpk::test::Math", Kokkos::RangePolicy<Space>(0, n), KOKKOS_LAMBDA(int i) {
         Scalar const x = Scalar(0.37) * Scalar(i) - Scalar(1.1);
@@ -65,6 +71,7 @@ TEST_CASE_TEMPLATE("compat math functions equal the C library inside a kernel", 
       CHECK_MESSAGE(double(h(i, f)) == doctest::Approx(double(ref[f])).epsilon(tol).scale(1.0), "function ", f, " at x=", x);
   }
 }
+TEST_CASE_TEMPLATE_APPLY(compat_math, dpk_test::SpacesAndScalars);
 
 namespace {
 
@@ -82,9 +89,11 @@ dpk::View2<Scalar, Mem> test_matrix(int rows, int cols, double seed) {
 }  // namespace
 
 // Sizes above the per-thread work threshold: with 2+ threads the products are split.
-TEST_CASE_TEMPLATE("threaded gemm (N,N), (N,T) and the split T,N reduction equal plain loops", Scalar, double, float) {
-  using Space = dpk::DefaultExecutionSpace;
-  using Mem = dpk::memory_space_t<Space>;
+TEST_CASE_TEMPLATE_DEFINE("threaded gemm (N,N), (N,T) and the split T,N reduction equal plain loops", Case,
+                          threaded_gemm) {
+  using Space = typename Case::execution_space;
+  using Mem = typename Case::memory_space;
+  using Scalar = typename Case::scalar;
   int const m = 301, k = 47, n = 53;
   double const tol = sizeof(Scalar) == 8 ? 1e-12 : 1e-4;
   auto a = test_matrix<Scalar, Mem>(m, k, 0.1);
@@ -151,6 +160,7 @@ TEST_CASE_TEMPLATE("threaded gemm (N,N), (N,T) and the split T,N reduction equal
   tn_sum(301, 120, 47);
   tn_sum(40, 25, 200);  // 200 x 53 x 65 multiply-adds: two blocks at 2 threads
 }
+TEST_CASE_TEMPLATE_APPLY(threaded_gemm, dpk_test::SpacesAndScalars);
 
 TEST_CASE_TEMPLATE("in-thread gemm (host BLAS and KokkosBatched serial) equals plain loops for every op", Scalar, double,
                    float) {

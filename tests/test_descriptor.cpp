@@ -1,7 +1,9 @@
 // Environment matrix, statistics, force/virial products and their adjoint: DeePMD-kit's water
-// fixture, finite differences, invariances, a plain-loop statistics oracle, the adjoint identity.
+// fixture, finite differences, invariances, a plain-loop statistics oracle, the adjoint identity;
+// on every execution space of the build (execution_spaces.hpp).
 #include <doctest/doctest.h>
 
+#include "execution_spaces.hpp"
 #include "neighbor_test_helpers.hpp"
 
 #include <dpk/descriptor/environment_matrix.hpp>
@@ -12,7 +14,12 @@
 #include <cmath>
 #include <numeric>
 
-using namespace dpk_test;
+using dpk_test::HostBatch;
+using dpk_test::make_frames;
+using dpk_test::random_batch;
+using dpk_test::snapshot;
+using dpk_test::water_batch;
+using dpk_test::water_file;
 
 namespace {
 
@@ -32,8 +39,8 @@ double relative_error(std::vector<double> const& want, Getter got) {
   return error / scale;
 }
 
-/// Statistics on the device from flat host (ntypes, nnei, 4) arrays.
-template <class Scalar>
+/// Statistics in Mem from flat host (ntypes, nnei, 4) arrays.
+template <class Scalar, class Mem>
 dpk::EnvironmentStatistics<Scalar, Mem> make_statistics(std::vector<double> const& avg, std::vector<double> const& std,
                                                          int ntypes, int nnei) {
   dpk::EnvironmentStatistics<Scalar, Mem> s;
@@ -55,9 +62,10 @@ dpk::EnvironmentStatistics<Scalar, Mem> make_statistics(std::vector<double> cons
 /// Which schedule of compute_force_virial the products use (automatic: the space's own).
 enum class Schedule { automatic, private_sums, scatter_gather };
 
-/// Everything for one batch: list, environment matrix, products.
-template <class Scalar>
+/// Everything for one batch on Space: list, environment matrix, products.
+template <class Scalar, class Space>
 struct Pipeline {
+  using Mem = dpk::memory_space_t<Space>;
   double rcut, rcut_smth;
   dpk::NeighborSearch<Scalar, Space> search;
   dpk::NeighborList<Scalar, Mem> list;
@@ -65,7 +73,7 @@ struct Pipeline {
   dpk::EnvironmentStatistics<Scalar, Mem> statistics;
   Pipeline(double rc, double rs, std::vector<int> sel) : rcut(rc), rcut_smth(rs), search(rc, sel) {}
   void run(HostBatch const& b) {
-    auto frames = make_frames<Scalar>(b);
+    auto frames = make_frames<Scalar, Mem>(b);
     search.build(Space(), frames, list);
     if (statistics.avg.extent(0) == 0)
       statistics = dpk::identity_statistics<Scalar, Mem>(int(search.sel().size()), search.nnei());
@@ -128,9 +136,12 @@ std::vector<double> random_vector(std::mt19937& rng, std::size_t n, double scale
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("environment matrix equals DeePMD-kit's on the water frame", Scalar, double, float) {
+TEST_CASE_TEMPLATE_DEFINE("environment matrix equals DeePMD-kit's on the water frame", Case, environment_water) {
+  using Space = typename Case::execution_space;
+  using Mem = typename Case::memory_space;
+  using Scalar = typename Case::scalar;
   HostBatch const b = water_batch();
-  Pipeline<Scalar> p(6.0, 0.5, {46, 92});
+  Pipeline<Scalar, Space> p(6.0, 0.5, {46, 92});
   p.run(b);
   auto rows = snapshot(p.env.rows);
   dpk::View4<Scalar, Mem> full;
@@ -146,7 +157,7 @@ TEST_CASE_TEMPLATE("environment matrix equals DeePMD-kit's on the water frame", 
   // Normalised with the fixture's avg/std: rows = em_normalized, deriv = -em_deriv / std.
   auto avg = dpk::read_npy(water_file("avg.npy"));
   auto std = dpk::read_npy(water_file("std.npy"));
-  p.statistics = make_statistics<Scalar>(avg.data, std.data, 2, 138);
+  p.statistics = make_statistics<Scalar, Mem>(avg.data, std.data, 2, 138);
   p.run(b);
   rows = snapshot(p.env.rows);
   dpk::environment_derivative(Space(), p.env, p.list, full);
@@ -172,10 +183,15 @@ TEST_CASE_TEMPLATE("environment matrix equals DeePMD-kit's on the water frame", 
       }
   CHECK(empties == 192 * 138 - 17064);
 }
+TEST_CASE_TEMPLATE_APPLY(environment_water, dpk_test::SpacesAndScalars);
 
-TEST_CASE_TEMPLATE("force, virial and atom virial equal DeePMD-kit's on the water frame", Scalar, double, float) {
+TEST_CASE_TEMPLATE_DEFINE("force, virial and atom virial equal DeePMD-kit's on the water frame", Case,
+                          force_virial_water) {
+  using Space = typename Case::execution_space;
+  using Mem = typename Case::memory_space;
+  using Scalar = typename Case::scalar;
   HostBatch const b = water_batch();
-  Pipeline<Scalar> p(6.0, 0.5, {46, 92});
+  Pipeline<Scalar, Space> p(6.0, 0.5, {46, 92});
   p.run(b);
   double const tol = tolerance<Scalar>();
   auto f_ref = dpk::read_npy(water_file("force.npy"));
@@ -211,13 +227,15 @@ TEST_CASE_TEMPLATE("force, virial and atom virial equal DeePMD-kit's on the wate
     for (int k = 0; k < nloc * 3; ++k) CHECK(double(fh.data()[k]) == doctest::Approx(force[k]).epsilon(1e-12));
   }
 }
+TEST_CASE_TEMPLATE_APPLY(force_virial_water, dpk_test::SpacesAndScalars);
 
-TEST_CASE("forces and virial equal finite differences of sum(g . rows)") {
+TEST_CASE_TEMPLATE_DEFINE("forces and virial equal finite differences of sum(g . rows)", Space, finite_differences) {
+  using Mem = dpk::memory_space_t<Space>;
   using Scalar = double;
   std::mt19937 rng(2024);
   HostBatch b = random_batch(rng, 2, 40, 2, 7.0, 9.0, true);
   std::vector<int> const sel = {80, 80};
-  Pipeline<Scalar> p(4.0, 1.0, sel);
+  Pipeline<Scalar, Space> p(4.0, 1.0, sel);
   int const nnei = 160, nloc = 80;
   // Non-trivial normalisation.
   std::vector<double> avg(2 * nnei * 4, 0.0), sd(2 * nnei * 4, 1.0);
@@ -227,7 +245,7 @@ TEST_CASE("forces and virial equal finite differences of sum(g . rows)") {
       sd[(t * nnei + j) * 4] = 0.7 - 0.1 * t;
       for (int k = 1; k < 4; ++k) sd[(t * nnei + j) * 4 + k] = 0.4 + 0.05 * t;
     }
-  p.statistics = make_statistics<Scalar>(avg, sd, 2, nnei);
+  p.statistics = make_statistics<Scalar, Mem>(avg, sd, 2, nnei);
   p.run(b);
   std::vector<double> const g = random_vector(rng, std::size_t(nloc) * nnei * 4);
   std::vector<double> force, virial, atom_virial;
@@ -303,15 +321,19 @@ TEST_CASE("forces and virial equal finite differences of sum(g . rows)") {
       CHECK(sum == doctest::Approx(virial[9 * f + k]).epsilon(1e-10));
     }
 }
+TEST_CASE_TEMPLATE_APPLY(finite_differences, dpk_test::ExecutionSpaces);
 
-TEST_CASE_TEMPLATE("environment matrix and forces are invariant under translation, rotation, permutation", Scalar,
-                   double, float) {
+TEST_CASE_TEMPLATE_DEFINE("environment matrix and forces are invariant under translation, rotation, permutation", Case,
+                          invariances) {
+  using Space = typename Case::execution_space;
+  using Mem = typename Case::memory_space;
+  using Scalar = typename Case::scalar;
   std::mt19937 rng(5);
   HostBatch b = random_batch(rng, 1, 50, 2, 20.0, 20.0, false);  // cluster: rotations keep the list
   std::vector<int> const sel = {100, 100};
   int const nloc = 50, nnei = 200;
   double const tol = std::is_same<Scalar, double>::value ? 1e-9 : 1e-4;
-  Pipeline<Scalar> p(5.0, 2.0, sel);
+  Pipeline<Scalar, Space> p(5.0, 2.0, sel);
   p.run(b);
   auto rows0 = snapshot(p.env.rows);
   auto index0 = snapshot(p.list.index);
@@ -400,21 +422,25 @@ TEST_CASE_TEMPLATE("environment matrix and forces are invariant under translatio
     for (int k = 0; k < 9; ++k) CHECK(std::fabs(w[k] - w0[k]) <= tol * std::max(1.0, std::fabs(w0[k])) * 10);
   }
 }
+TEST_CASE_TEMPLATE_APPLY(invariances, dpk_test::SpacesAndScalars);
 
-TEST_CASE_TEMPLATE("statistics equal a plain loop over raw rows", Scalar, double, float) {
+TEST_CASE_TEMPLATE_DEFINE("statistics equal a plain loop over raw rows", Case, statistics) {
+  using Space = typename Case::execution_space;
+  using Mem = typename Case::memory_space;
+  using Scalar = typename Case::scalar;
   std::mt19937 rng(11);
   HostBatch b = random_batch(rng, 2, 30, 3, 8.0, 9.0, true);
   for (int& t : b.types) t = t == 2 ? 0 : t;  // type 2 has no atoms
   std::vector<int> const sel = {40, 40, 10};
   int const ntypes = 3, nnei = 90, nloc = 60;
-  Pipeline<Scalar> p(4.0, 1.0, sel);
+  Pipeline<Scalar, Space> p(4.0, 1.0, sel);
   dpk::StatisticsAccumulator<Scalar, Space> accumulator(ntypes, nnei);
   double n[3] = {0, 0, 0}, s0[3] = {0, 0, 0}, s00[3] = {0, 0, 0}, sa[3] = {0, 0, 0}, saa[3] = {0, 0, 0};
   for (int batch = 0; batch < 2; ++batch) {
     HostBatch c = b;
     for (double& x : c.coord) x += 0.37 * batch * x / 9.0;
     p.run(c);
-    auto frames = make_frames<Scalar>(c);
+    auto frames = make_frames<Scalar, Mem>(c);
     accumulator.add(Space(), p.env, frames.types, nloc);
     auto rows = snapshot(p.env.rows);
     for (int i = 0; i < nloc; ++i) {
@@ -454,13 +480,17 @@ TEST_CASE_TEMPLATE("statistics equal a plain loop over raw rows", Scalar, double
   CHECK(avg[2 * nnei * 4] == 0.0);
   CHECK(std[2 * nnei * 4] == 1.0);
 }
+TEST_CASE_TEMPLATE_APPLY(statistics, dpk_test::SpacesAndScalars);
 
-TEST_CASE_TEMPLATE("force/virial adjoint satisfies <v, g> = <cF, F(g)> + <cW, W(g)>", Scalar, double, float) {
+TEST_CASE_TEMPLATE_DEFINE("force/virial adjoint satisfies <v, g> = <cF, F(g)> + <cW, W(g)>", Case, adjoint) {
+  using Space = typename Case::execution_space;
+  using Mem = typename Case::memory_space;
+  using Scalar = typename Case::scalar;
   std::mt19937 rng(77);
   HostBatch b = random_batch(rng, 3, 30, 2, 7.0, 9.0, true);
   std::vector<int> const sel = {60, 60};
   int const natoms = 30, nloc = 90, nnei = 120, nframes = 3;
-  Pipeline<Scalar> p(4.0, 1.0, sel);
+  Pipeline<Scalar, Space> p(4.0, 1.0, sel);
   p.run(b);
   std::vector<double> const g = random_vector(rng, std::size_t(nloc) * nnei * 4);
   std::vector<double> const cf = random_vector(rng, std::size_t(nloc) * 3);
@@ -491,3 +521,4 @@ TEST_CASE_TEMPLATE("force/virial adjoint satisfies <v, g> = <cF, F(g)> + <cW, W(
       if (index(i, s) < 0)
         for (int k = 0; k < 4; ++k) CHECK(vh(i, s, k) == Scalar(0));
 }
+TEST_CASE_TEMPLATE_APPLY(adjoint, dpk_test::SpacesAndScalars);

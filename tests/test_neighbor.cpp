@@ -1,20 +1,28 @@
 // Neighbour search: DeePMD-kit's list on the water fixture, brute force on random triclinic
-// boxes (also smaller than rcut), non-periodic clusters, several frames, sel overflow.
+// boxes (also smaller than rcut), non-periodic clusters, several frames, sel overflow; on every
+// execution space of the build (execution_spaces.hpp).
 #include <doctest/doctest.h>
 
+#include "execution_spaces.hpp"
 #include "neighbor_test_helpers.hpp"
 
 #include <dpk/neighbor/neighbor_search.hpp>
 
 #include <set>
 
-using namespace dpk_test;
+using dpk_test::brute_force;
+using dpk_test::HostBatch;
+using dpk_test::make_frames;
+using dpk_test::random_batch;
+using dpk_test::to_host;
+using dpk_test::water_batch;
+using dpk_test::water_file;
 
 namespace {
 
 /// Compares a list with the brute-force result: per centre and type block, the same
 /// (owner, r_ij) pairs, ascending distance, and -1/0 padding after the filled slots.
-template <class Scalar>
+template <class Scalar, class Mem>
 void check_against_brute_force(HostBatch const& b, double rcut, std::vector<int> const& sel,
                                dpk::NeighborList<Scalar, Mem> const& list, double tol) {
   int const ntypes = int(sel.size());
@@ -69,7 +77,7 @@ void check_against_brute_force(HostBatch const& b, double rcut, std::vector<int>
 }
 
 /// Reverse index: every filled (centre, slot) appears exactly once, under its neighbour.
-template <class Scalar>
+template <class Scalar, class Mem>
 void check_reverse(dpk::NeighborList<Scalar, Mem> const& list) {
   auto h = to_host(list);
   auto offset = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), list.reverse_offset);
@@ -91,9 +99,12 @@ void check_reverse(dpk::NeighborList<Scalar, Mem> const& list) {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("neighbour list equals DeePMD-kit's on the water frame", Scalar, double, float) {
+TEST_CASE_TEMPLATE_DEFINE("neighbour list equals DeePMD-kit's on the water frame", Case, neighbor_water) {
+  using Space = typename Case::execution_space;
+  using Mem = typename Case::memory_space;
+  using Scalar = typename Case::scalar;
   HostBatch const b = water_batch();
-  auto frames = make_frames<Scalar>(b);
+  auto frames = make_frames<Scalar, Mem>(b);
   dpk::NeighborSearch<Scalar, Space> search(6.0, {46, 92});
   dpk::NeighborList<Scalar, Mem> list;
   search.build(Space(), frames, list);
@@ -131,8 +142,12 @@ TEST_CASE_TEMPLATE("neighbour list equals DeePMD-kit's on the water frame", Scal
   for (int i = 0; i < 192; ++i)
     for (int s = 0; s < 138; ++s) CHECK(h2.index(i, s) == h.index(i, s));
 }
+TEST_CASE_TEMPLATE_APPLY(neighbor_water, dpk_test::SpacesAndScalars);
 
-TEST_CASE_TEMPLATE("neighbour list equals brute force on random triclinic boxes", Scalar, double, float) {
+TEST_CASE_TEMPLATE_DEFINE("neighbour list equals brute force on random triclinic boxes", Case, neighbor_triclinic) {
+  using Space = typename Case::execution_space;
+  using Mem = typename Case::memory_space;
+  using Scalar = typename Case::scalar;
   std::mt19937 rng(1234);
   double const tol = std::is_same<Scalar, double>::value ? 1e-9 : 2e-4;
   std::vector<int> const sel = {200, 200, 200};
@@ -141,13 +156,17 @@ TEST_CASE_TEMPLATE("neighbour list equals brute force on random triclinic boxes"
   for (int trial = 0; trial < 3; ++trial) {
     // Several frames per batch, boxes between 8 and 15 A (1 to 3 cells per direction).
     HostBatch const b = random_batch(rng, 3, 60 + 10 * trial, 3, 8.0, 15.0, true);
-    search.build(Space(), make_frames<Scalar>(b), list);
+    search.build(Space(), make_frames<Scalar, Mem>(b), list);
     check_against_brute_force(b, 4.0, sel, list, tol);
     check_reverse(list);
   }
 }
+TEST_CASE_TEMPLATE_APPLY(neighbor_triclinic, dpk_test::SpacesAndScalars);
 
-TEST_CASE_TEMPLATE("neighbour list in boxes smaller than rcut (many images)", Scalar, double, float) {
+TEST_CASE_TEMPLATE_DEFINE("neighbour list in boxes smaller than rcut (many images)", Case, neighbor_small_boxes) {
+  using Space = typename Case::execution_space;
+  using Mem = typename Case::memory_space;
+  using Scalar = typename Case::scalar;
   std::mt19937 rng(99);
   double const tol = std::is_same<Scalar, double>::value ? 1e-9 : 2e-4;
   std::vector<int> const sel = {600, 600};
@@ -155,7 +174,7 @@ TEST_CASE_TEMPLATE("neighbour list in boxes smaller than rcut (many images)", Sc
   dpk::NeighborList<Scalar, Mem> list;
   for (int trial = 0; trial < 2; ++trial) {
     HostBatch const b = random_batch(rng, 2, 4 + trial, 2, 2.5, 5.0, true);
-    search.build(Space(), make_frames<Scalar>(b), list);
+    search.build(Space(), make_frames<Scalar, Mem>(b), list);
     check_against_brute_force(b, 6.0, sel, list, tol);
     check_reverse(list);
   }
@@ -167,13 +186,17 @@ TEST_CASE_TEMPLATE("neighbour list in boxes smaller than rcut (many images)", Sc
   one.box = {2.0, 0, 0, 0, 2.0, 0, 0, 0, 2.0};
   one.types = {0};
   dpk::NeighborSearch<Scalar, Space> single(3.0, {200});
-  single.build(Space(), make_frames<Scalar>(one), list);
+  single.build(Space(), make_frames<Scalar, Mem>(one), list);
   check_against_brute_force(one, 3.0, {200}, list, tol);
   // Images at distance 2 (6), 2 sqrt 2 (12): 18 in total within 3.
   CHECK(to_host(list).count(0, 0) == 18);
 }
+TEST_CASE_TEMPLATE_APPLY(neighbor_small_boxes, dpk_test::SpacesAndScalars);
 
-TEST_CASE_TEMPLATE("neighbour list of non-periodic clusters", Scalar, double, float) {
+TEST_CASE_TEMPLATE_DEFINE("neighbour list of non-periodic clusters", Case, neighbor_clusters) {
+  using Space = typename Case::execution_space;
+  using Mem = typename Case::memory_space;
+  using Scalar = typename Case::scalar;
   std::mt19937 rng(7);
   double const tol = std::is_same<Scalar, double>::value ? 1e-9 : 2e-4;
   std::vector<int> const sel = {300, 300};
@@ -181,13 +204,18 @@ TEST_CASE_TEMPLATE("neighbour list of non-periodic clusters", Scalar, double, fl
   dpk::NeighborList<Scalar, Mem> list;
   for (double side : {3.0, 12.0, 25.0}) {
     HostBatch const b = random_batch(rng, 2, 80, 2, side, side, false);
-    search.build(Space(), make_frames<Scalar>(b), list);
+    search.build(Space(), make_frames<Scalar, Mem>(b), list);
     check_against_brute_force(b, 5.0, sel, list, tol);
     check_reverse(list);
   }
 }
+TEST_CASE_TEMPLATE_APPLY(neighbor_clusters, dpk_test::SpacesAndScalars);
 
-TEST_CASE_TEMPLATE("neighbour list in very large boxes (cell grid capped: issue 18)", Scalar, double, float) {
+TEST_CASE_TEMPLATE_DEFINE("neighbour list in very large boxes (cell grid capped: issue 18)", Case,
+                          neighbor_large_boxes) {
+  using Space = typename Case::execution_space;
+  using Mem = typename Case::memory_space;
+  using Scalar = typename Case::scalar;
   // A dense cluster in a 5000 A periodic box (atoms also across its boundary) and atoms spread
   // over 1e5 A without periodicity: the grid would need ~1e10 cells (refused before: "too many
   // cells"); capped at max(4096, 8 x atoms) larger cells it gives the brute-force list.
@@ -199,22 +227,26 @@ TEST_CASE_TEMPLATE("neighbour list in very large boxes (cell grid capped: issue 
   HostBatch b = random_batch(rng, 2, 60, 2, 8.0, 8.0, true);
   for (int f = 0; f < b.nframes; ++f)
     for (int k = 0; k < 9; ++k) b.box[std::size_t(f) * 9 + k] = (k % 4 == 0) ? 5000.0 : 0.0;
-  search.build(Space(), make_frames<Scalar>(b), list);
+  search.build(Space(), make_frames<Scalar, Mem>(b), list);
   check_against_brute_force(b, 5.0, sel, list, tol);
   check_reverse(list);
   HostBatch const spread = random_batch(rng, 1, 40, 2, 1e5, 1e5, false);
-  search.build(Space(), make_frames<Scalar>(spread), list);
+  search.build(Space(), make_frames<Scalar, Mem>(spread), list);
   check_against_brute_force(spread, 5.0, sel, list, tol);
 }
+TEST_CASE_TEMPLATE_APPLY(neighbor_large_boxes, dpk_test::SpacesAndScalars);
 
-TEST_CASE_TEMPLATE("neighbours beyond sel are dropped and counted", Scalar, double, float) {
+TEST_CASE_TEMPLATE_DEFINE("neighbours beyond sel are dropped and counted", Case, neighbor_sel_overflow) {
+  using Space = typename Case::execution_space;
+  using Mem = typename Case::memory_space;
+  using Scalar = typename Case::scalar;
   std::mt19937 rng(42);
   double const tol = std::is_same<Scalar, double>::value ? 1e-9 : 2e-4;
   std::vector<int> const sel = {5, 0, 9};
   dpk::NeighborSearch<Scalar, Space> search(4.5, sel);
   dpk::NeighborList<Scalar, Mem> list;
   HostBatch const b = random_batch(rng, 2, 120, 3, 9.0, 11.0, true);
-  search.build(Space(), make_frames<Scalar>(b), list);
+  search.build(Space(), make_frames<Scalar, Mem>(b), list);
   CHECK(list.dropped > 0);
   check_against_brute_force(b, 4.5, sel, list, tol);
   // Water with sel too small: DeePMD-kit would warn; we count. With {2, 3} every centre's
@@ -224,7 +256,7 @@ TEST_CASE_TEMPLATE("neighbours beyond sel are dropped and counted", Scalar, doub
   for (std::vector<int> const cut : {std::vector<int>{20, 40}, std::vector<int>{2, 3}}) {
     CAPTURE(cut[0]);
     dpk::NeighborSearch<Scalar, Space> small(6.0, cut);
-    small.build(Space(), make_frames<Scalar>(w), list);
+    small.build(Space(), make_frames<Scalar, Mem>(w), list);
     long expected = 0;
     auto h = to_host(list);
     for (int i = 0; i < 192; ++i) {
@@ -238,8 +270,12 @@ TEST_CASE_TEMPLATE("neighbours beyond sel are dropped and counted", Scalar, doub
     CHECK(list.dropped == expected);
   }
 }
+TEST_CASE_TEMPLATE_APPLY(neighbor_sel_overflow, dpk_test::SpacesAndScalars);
 
-TEST_CASE_TEMPLATE("neighbour list of a batch: frames are independent", Scalar, double, float) {
+TEST_CASE_TEMPLATE_DEFINE("neighbour list of a batch: frames are independent", Case, neighbor_batch_frames) {
+  using Space = typename Case::execution_space;
+  using Mem = typename Case::memory_space;
+  using Scalar = typename Case::scalar;
   // The same frame twice in a batch gives the same rows, offset by natoms.
   HostBatch const w = water_batch();
   HostBatch two = w;
@@ -249,7 +285,7 @@ TEST_CASE_TEMPLATE("neighbour list of a batch: frames are independent", Scalar, 
   two.types.insert(two.types.end(), w.types.begin(), w.types.end());
   dpk::NeighborSearch<Scalar, Space> search(6.0, {46, 92});
   dpk::NeighborList<Scalar, Mem> list;
-  search.build(Space(), make_frames<Scalar>(two), list);
+  search.build(Space(), make_frames<Scalar, Mem>(two), list);
   auto h = to_host(list);
   for (int i = 0; i < 192; ++i)
     for (int s = 0; s < 138; ++s) {
@@ -259,3 +295,4 @@ TEST_CASE_TEMPLATE("neighbour list of a batch: frames are independent", Scalar, 
     }
   check_reverse(list);
 }
+TEST_CASE_TEMPLATE_APPLY(neighbor_batch_frames, dpk_test::SpacesAndScalars);

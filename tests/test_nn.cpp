@@ -1,7 +1,10 @@
 // Dense layers and network families: forward values against a plain C++ oracle written here,
 // the tangent + combined reverse pass against central finite differences, and the chunked
-// host path of the block passes against the per-net passes.
+// host path of the block passes against the per-net passes. The kernel cases run on every
+// execution space of the build (execution_spaces.hpp).
 #include <doctest/doctest.h>
+
+#include "execution_spaces.hpp"
 
 #include <dpk/core/activation.hpp>
 #include <dpk/model/parameters.hpp>
@@ -14,9 +17,6 @@
 #include <vector>
 
 namespace {
-
-using Space = dpk::DefaultExecutionSpace;
-using Mem = dpk::memory_space_t<Space>;
 
 // Plain-loop oracle of one net (SPEC.md sections 4-5), on the host in double.
 std::vector<double> oracle_forward(std::vector<dpk::nn::LayerShape> const& shapes,
@@ -44,7 +44,7 @@ std::vector<double> oracle_forward(std::vector<dpk::nn::LayerShape> const& shape
   return x;
 }
 
-template <class Scalar>
+template <class Scalar, class Mem>
 dpk::View1<Scalar, Mem> to_device(std::vector<double> const& v, char const* label) {
   dpk::View1<Scalar, Mem> d(std::string(label), v.size());
   auto h = Kokkos::create_mirror_view(d);
@@ -53,7 +53,7 @@ dpk::View1<Scalar, Mem> to_device(std::vector<double> const& v, char const* labe
   return d;
 }
 
-template <class Scalar>
+template <class Scalar, class Mem>
 std::vector<double> to_host(dpk::MatrixView<Scalar, Mem> m) {
   dpk::View2<Scalar, Mem> copy("copy", m.extent(0), m.extent(1));
   Kokkos::deep_copy(copy, m);
@@ -91,7 +91,10 @@ struct TestNet {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("network forward equals the plain-loop oracle", Scalar, double, float) {
+TEST_CASE_TEMPLATE_DEFINE("network forward equals the plain-loop oracle", Case, network_forward) {
+  using Space = typename Case::execution_space;
+  using Mem = typename Case::memory_space;
+  using Scalar = typename Case::scalar;
   for (bool resnet_dt : {false, true}) {
     TestNet net(true, resnet_dt);
     int const rows = 9;
@@ -103,8 +106,8 @@ TEST_CASE_TEMPLATE("network forward equals the plain-loop oracle", Scalar, doubl
       int const n_in = shapes.front().n_in;
       std::vector<double> x(std::size_t(rows) * n_in);
       for (std::size_t k = 0; k < x.size(); ++k) x[k] = std::sin(0.7 * k + 0.2);
-      auto xd = to_device<Scalar>(x, "x");
-      auto pd = to_device<Scalar>(net.params, "p");
+      auto xd = to_device<Scalar, Mem>(x, "x");
+      auto pd = to_device<Scalar, Mem>(net.params, "p");
       f.forward(Space(), pd.data(), 1, dpk::MatrixView<Scalar, Mem>(xd.data(), rows, n_in), 0, rows);
       auto got = to_host<Scalar>(f.output(0, rows));
       auto want = oracle_forward(shapes, offsets[1], net.params, x, rows);
@@ -114,10 +117,12 @@ TEST_CASE_TEMPLATE("network forward equals the plain-loop oracle", Scalar, doubl
     }
   }
 }
+TEST_CASE_TEMPLATE_APPLY(network_forward, dpk_test::SpacesAndScalars);
 
 // F(theta, x, x') = sum c . out(x) + sum d . out'(x; x'), with out' the directional derivative
 // along x'. The reverse pass with seeds (c, d) must give dF/dtheta, dF/dx and dF/dx'.
-TEST_CASE("network tangent and reverse pass equal finite differences") {
+TEST_CASE_TEMPLATE_DEFINE("network tangent and reverse pass equal finite differences", Space, network_tangent_reverse) {
+  using Mem = dpk::memory_space_t<Space>;
   using Scalar = double;
   for (bool resnet_dt : {false, true}) {
     for (int family = 0; family < 2; ++family) {
@@ -131,9 +136,9 @@ TEST_CASE("network tangent and reverse pass equal finite differences") {
       dpk::nn::NetworkFamily<Scalar, Space> f(shapes, offsets, "dpk::test::net");
       f.reserve(rows, true);
       auto objective = [&](std::vector<double> const& p, std::vector<double> const& xv, std::vector<double> const& xtv) {
-        auto pd = to_device<Scalar>(p, "p");
-        auto xd = to_device<Scalar>(xv, "x");
-        auto xtd = to_device<Scalar>(xtv, "xt");
+        auto pd = to_device<Scalar, Mem>(p, "p");
+        auto xd = to_device<Scalar, Mem>(xv, "x");
+        auto xtd = to_device<Scalar, Mem>(xtv, "xt");
         f.forward(Space(), pd.data(), 0, dpk::MatrixView<Scalar, Mem>(xd.data(), rows, n_in), 0, rows);
         f.tangent(Space(), pd.data(), 0, dpk::MatrixView<Scalar, Mem>(xtd.data(), rows, n_in), 0, rows);
         auto out = to_host<Scalar>(f.output(0, rows));
@@ -143,11 +148,11 @@ TEST_CASE("network tangent and reverse pass equal finite differences") {
         return sum;
       };
       objective(net.params, x, xt);
-      auto pd = to_device<Scalar>(net.params, "p");
-      auto xd = to_device<Scalar>(x, "x");
-      auto xtd = to_device<Scalar>(xt, "xt");
-      auto cd = to_device<Scalar>(c, "c");
-      auto dd = to_device<Scalar>(d, "d");
+      auto pd = to_device<Scalar, Mem>(net.params, "p");
+      auto xd = to_device<Scalar, Mem>(x, "x");
+      auto xtd = to_device<Scalar, Mem>(xt, "xt");
+      auto cd = to_device<Scalar, Mem>(c, "c");
+      auto dd = to_device<Scalar, Mem>(d, "d");
       dpk::View1<Scalar, Mem> grad("grad", net.params.size()), gx("gx", x.size()), gxt("gxt", x.size());
       f.forward(Space(), pd.data(), 0, dpk::MatrixView<Scalar, Mem>(xd.data(), rows, n_in), 0, rows);
       f.tangent(Space(), pd.data(), 0, dpk::MatrixView<Scalar, Mem>(xtd.data(), rows, n_in), 0, rows);
@@ -187,11 +192,13 @@ TEST_CASE("network tangent and reverse pass equal finite differences") {
     }
   }
 }
+TEST_CASE_TEMPLATE_APPLY(network_tangent_reverse, dpk_test::ExecutionSpaces);
 
 // The chunked host path of the *_blocks passes (each thread's rows in chunks through all
 // layers, per-thread gradient sums) against the per-net passes checked above, for chunk sizes
 // that split blocks unevenly; the chunked gradient must also repeat bit for bit.
-TEST_CASE("network block passes in row chunks equal the per-net passes") {
+TEST_CASE_TEMPLATE_DEFINE("network block passes in row chunks equal the per-net passes", Space, network_blocks) {
+  using Mem = dpk::memory_space_t<Space>;
   using Scalar = double;
   using M = dpk::MatrixView<Scalar, Mem>;
   for (bool resnet_dt : {false, true}) {
@@ -205,9 +212,9 @@ TEST_CASE("network block passes in row chunks equal the per-net passes") {
     std::vector<double> x(rows * n_in), xt(rows * n_in), c(rows * n_out), d(rows * n_out);
     for (std::size_t k = 0; k < x.size(); ++k) x[k] = std::sin(0.9 * k + 0.1), xt[k] = std::cos(1.3 * k);
     for (std::size_t k = 0; k < c.size(); ++k) c[k] = 0.3 + std::sin(2.1 * k), d[k] = std::cos(0.4 * k) - 0.2;
-    auto pd = to_device<Scalar>(net.params, "p");
-    auto xd = to_device<Scalar>(x, "x"), xtd = to_device<Scalar>(xt, "xt");
-    auto cd = to_device<Scalar>(c, "c"), dd = to_device<Scalar>(d, "d");
+    auto pd = to_device<Scalar, Mem>(net.params, "p");
+    auto xd = to_device<Scalar, Mem>(x, "x"), xtd = to_device<Scalar, Mem>(xt, "xt");
+    auto cd = to_device<Scalar, Mem>(c, "c"), dd = to_device<Scalar, Mem>(d, "d");
     struct Result {
       std::vector<double> out, outt, gxt, gx, grad;
     };
@@ -217,7 +224,7 @@ TEST_CASE("network block passes in row chunks equal the per-net passes") {
       f.reserve(rows, true);
       std::vector<double> start(net.params.size());
       for (std::size_t k = 0; k < start.size(); ++k) start[k] = 0.01 * double(k % 17) - 0.05;  // stale values
-      auto grad = to_device<Scalar>(start, "grad");
+      auto grad = to_device<Scalar, Mem>(start, "grad");
       dpk::View1<Scalar, Mem> gx("gx", x.size()), gxt("gxt", x.size());
       f.forward_blocks(Space(), pd.data(), blocks, M(xd.data(), rows, n_in));
       f.tangent_blocks(Space(), pd.data(), blocks, M(xtd.data(), rows, n_in));
@@ -265,8 +272,11 @@ TEST_CASE("network block passes in row chunks equal the per-net passes") {
     }
   }
 }
+TEST_CASE_TEMPLATE_APPLY(network_blocks, dpk_test::ExecutionSpaces);
 
-TEST_CASE("a reverse pass over no rows writes a zero gradient, or leaves it when accumulating") {
+TEST_CASE_TEMPLATE_DEFINE("a reverse pass over no rows writes a zero gradient, or leaves it when accumulating", Space,
+                          reverse_no_rows) {
+  using Mem = dpk::memory_space_t<Space>;
   using Scalar = double;
   using M = dpk::MatrixView<Scalar, Mem>;
   TestNet net(true, true);
@@ -274,9 +284,9 @@ TEST_CASE("a reverse pass over no rows writes a zero gradient, or leaves it when
   auto const& offsets = net.layout.embedding_offsets;
   dpk::nn::NetworkFamily<Scalar, Space> f(shapes, offsets, "dpk::test::net");
   f.reserve(4, true);
-  auto pd = to_device<Scalar>(net.params, "p");
+  auto pd = to_device<Scalar, Mem>(net.params, "p");
   for (bool accumulate : {false, true}) {
-    auto grad = to_device<Scalar>(std::vector<double>(net.params.size(), 1.0), "grad");
+    auto grad = to_device<Scalar, Mem>(std::vector<double>(net.params.size(), 1.0), "grad");
     f.reverse(Space(), pd.data(), grad.data(), 1, M(), M(), 0, 0, M(), M(), M(), accumulate);
     auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
     for (std::size_t net_index : {0, 1})
@@ -288,6 +298,7 @@ TEST_CASE("a reverse pass over no rows writes a zero gradient, or leaves it when
       }
   }
 }
+TEST_CASE_TEMPLATE_APPLY(reverse_no_rows, dpk_test::ExecutionSpaces);
 
 TEST_CASE_TEMPLATE("activation tanh equals libm tanh, including signed zeros, infinities and NaN", Scalar, double,
                    float) {
