@@ -226,12 +226,13 @@ TEST_CASE("validation over N ranks: 5 batches (uneven at 2, 3, 4 ranks) give the
     dpk::DataSampler frames_of(validation(), dpk::BatchSize{false, 1, {}}, 0);
     dpk::Frames<double, Mem> frames;
     dpk::Labels<double, Mem> labels;
+    dpk::EnerLoss<double, Space> loss;
     double sum[3] = {0, 0, 0}, weight = 0;
     std::vector<double> losses;
     for (int f = 0; f < nvalid; ++f) {
       dpk::HostBatch const batch = frames_of.batch(0, f, 1);
       dpk::upload(batch, frames, labels);
-      dpk::LossMetrics const m = model->evaluate_loss(Space(), frames, labels, {p.energy, p.force, p.virial});
+      dpk::LossMetrics const m = loss.evaluate(Space(), *model, frames, labels, {p.energy, p.force, p.virial});
       sum[0] += batch.natoms * m.loss;
       sum[1] += batch.natoms * m.rmse_e;
       sum[2] += batch.natoms * m.rmse_f;

@@ -2,6 +2,7 @@
 // energy (forces, virial) and of the loss (every parameter tensor), and invariances.
 #include <doctest/doctest.h>
 
+#include "execution_spaces.hpp"
 #include "water_model_fixture.hpp"
 
 #include <dpk/io/npy.hpp>
@@ -26,7 +27,10 @@ double relative_error(double got, double want) { return std::abs(got - want) / s
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("energy model equals DeePMD-kit on two water frames", Scalar, double, float) {
+TEST_CASE_TEMPLATE_DEFINE("energy model equals DeePMD-kit on two water frames", Case, fixture_prediction) {
+  using Space = typename Case::execution_space;
+  using Mem = typename Case::memory_space;
+  using Scalar = typename Case::scalar;
   bool const is_double = sizeof(Scalar) == 8;
   for (bool tos : {true, false}) {
     std::string const dir = fixture + (tos ? "tos_true/" : "tos_false/");
@@ -36,8 +40,8 @@ TEST_CASE_TEMPLATE("energy model equals DeePMD-kit on two water frames", Scalar,
     for (int frame = 0; frame < 2; ++frame) {
       CAPTURE(frame);
       std::string const p = dir + "frame" + std::to_string(frame) + "_";
-      auto frames = make_frames<Scalar>(dpk::read_npy(p + "coord.npy").data, dpk::read_npy(p + "box.npy").data,
-                                        water_types(), 1);
+      auto frames = make_frames<Scalar, Mem>(dpk::read_npy(p + "coord.npy").data, dpk::read_npy(p + "box.npy").data,
+                                             water_types(), 1);
       dpk::Prediction<Scalar, Mem> out;
       model.predict(Space(), frames, out, true, true);
       auto descriptor = host(model.descriptor_values(Space()));
@@ -78,6 +82,7 @@ TEST_CASE_TEMPLATE("energy model equals DeePMD-kit on two water frames", Scalar,
     }
   }
 }
+TEST_CASE_TEMPLATE_APPLY(fixture_prediction, dpk_test::SpacesAndScalars);
 
 namespace {
 
@@ -122,15 +127,15 @@ dpk::FittingConfig small_fitting(bool resnet_dt) {
   return f;
 }
 
-template <class Scalar>
-dpk::Labels<Scalar, Mem> random_labels(int nframes, int nloc, bool virial, unsigned seed) {
+template <class Scalar, class M = Mem>
+dpk::Labels<Scalar, M> random_labels(int nframes, int nloc, bool virial, unsigned seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> n(0.0, 1.0);
-  dpk::Labels<Scalar, Mem> l;
+  dpk::Labels<Scalar, M> l;
   l.has_virial = virial;
-  l.energy = dpk::View1<Scalar, Mem>("e", nframes);
-  l.force = dpk::View2<Scalar, Mem>("f", nloc, 3);
-  l.virial = dpk::View2<Scalar, Mem>("v", nframes, 9);
+  l.energy = dpk::View1<Scalar, M>("e", nframes);
+  l.force = dpk::View2<Scalar, M>("f", nloc, 3);
+  l.virial = dpk::View2<Scalar, M>("v", nframes, 9);
   auto he = Kokkos::create_mirror_view(l.energy);
   auto hf = Kokkos::create_mirror_view(l.force);
   auto hv = Kokkos::create_mirror_view(l.virial);
@@ -146,8 +151,8 @@ dpk::Labels<Scalar, Mem> random_labels(int nframes, int nloc, bool virial, unsig
 }
 
 // Statistics that make the normalised rows O(1) on the small system.
-template <class Scalar>
-void small_statistics(dpk::EnergyModel<Scalar, Space>& model, int ntypes) {
+template <class Scalar, class ExecutionSpace>
+void small_statistics(dpk::EnergyModel<Scalar, ExecutionSpace>& model, int ntypes) {
   int const nnei = model.descriptor().nnei();
   std::vector<double> avg(ntypes * nnei * 4, 0.0), sd(avg.size(), 0.0);
   for (int t = 0; t < ntypes; ++t)
@@ -176,7 +181,9 @@ struct SmallProblem {
 
 }  // namespace
 
-TEST_CASE("loss gradient equals central finite differences for every parameter tensor") {
+TEST_CASE_TEMPLATE_DEFINE("loss gradient equals central finite differences for every parameter tensor", Space,
+                          finite_differences) {
+  using Mem = dpk::memory_space_t<Space>;
   struct Case {
     int ntypes;
     bool tos, resnet_dt;
@@ -203,8 +210,8 @@ TEST_CASE("loss gradient equals central finite differences for every parameter t
     model.initialize_parameters(5);
     small_statistics(model, c.ntypes);
     model.set_energy_bias(std::vector<double>(c.ntypes, -1.0));
-    auto frames = make_frames<double>(sys.coord, sys.box, sys.types, sys.nframes);
-    auto labels = random_labels<double>(sys.nframes, sys.nframes * sys.natoms, c.pv > 0, 3);
+    auto frames = make_frames<double, Mem>(sys.coord, sys.box, sys.types, sys.nframes);
+    auto labels = random_labels<double, Mem>(sys.nframes, sys.nframes * sys.natoms, c.pv > 0, 3);
     dpk::LossPrefactors pref{c.pe, c.pf, c.pv};
     // A step with other prefactors first: the gradient buffer then holds stale values that the
     // next step must overwrite (or zero) everywhere.
@@ -240,6 +247,7 @@ TEST_CASE("loss gradient equals central finite differences for every parameter t
     CHECK(significant > checked / 2);
   }
 }
+TEST_CASE_TEMPLATE_APPLY(finite_differences, dpk_test::ExecutionSpaces);
 
 TEST_CASE("forces and virial are minus finite differences of the energy") {
   SmallSystem sys(2, 16, 1, 21);

@@ -46,8 +46,8 @@ inline dpk::FittingConfig fixture_fitting() {
 }
 
 /// Parameters (weights/<tensor>.npy), statistics and the fixture's energy bias from `dir`.
-template <class Scalar>
-void load_fixture_model(dpk::EnergyModel<Scalar, Space>& model, std::string const& dir) {
+template <class Scalar, class ExecutionSpace>
+void load_fixture_model(dpk::EnergyModel<Scalar, ExecutionSpace>& model, std::string const& dir) {
   std::vector<double> params(model.num_parameters(), 0.0);
   for (auto const& t : model.tensors()) {
     auto a = dpk::read_npy(dir + "weights/" + t.name + ".npy");
@@ -59,18 +59,18 @@ void load_fixture_model(dpk::EnergyModel<Scalar, Space>& model, std::string cons
   model.set_energy_bias({-93.5, -187.25});
 }
 
-/// `nframes` frames of `types.size()` atoms on the device (box rows per frame; empty box: zeros).
-template <class Scalar>
-dpk::Frames<Scalar, Mem> make_frames(std::vector<double> const& coord, std::vector<double> const& box,
-                                     std::vector<int> const& types, int nframes = 1, bool periodic = true) {
-  dpk::Frames<Scalar, Mem> f;
+/// `nframes` frames of `types.size()` atoms in memory space M (box rows per frame; empty box: zeros).
+template <class Scalar, class M = Mem>
+dpk::Frames<Scalar, M> make_frames(std::vector<double> const& coord, std::vector<double> const& box,
+                                   std::vector<int> const& types, int nframes = 1, bool periodic = true) {
+  dpk::Frames<Scalar, M> f;
   int const natoms = static_cast<int>(types.size());
   f.nframes = nframes;
   f.natoms = natoms;
   f.periodic = periodic;
-  f.coord = dpk::View2<Scalar, Mem>("coord", nframes * natoms, 3);
-  f.box = dpk::View2<Scalar, Mem>("box", nframes, 9);
-  f.types = dpk::View1<int, Mem>("types", nframes * natoms);
+  f.coord = dpk::View2<Scalar, M>("coord", nframes * natoms, 3);
+  f.box = dpk::View2<Scalar, M>("box", nframes, 9);
+  f.types = dpk::View1<int, M>("types", nframes * natoms);
   auto hc = Kokkos::create_mirror_view(f.coord);
   auto hb = Kokkos::create_mirror_view(f.box);
   auto ht = Kokkos::create_mirror_view(f.types);

@@ -40,9 +40,8 @@ struct ForceVirialWorkspace {
   View1<Scalar, MemorySpace> accumulators{"dpk::descriptor::force_accumulators", 0};
   /// Device schedule: q (and r_ij) per pair in reverse-list order, pairs * (3, or 6).
   View1<Scalar, MemorySpace> pair_force{"dpk::descriptor::pair_force", 0};
-  /// Frame virials as reduced (double) and as copied to `virial` (host side), nframes * 9.
-  std::vector<double> frame_sums;
-  View2<Scalar, Kokkos::HostSpace> virial_host{"dpk::descriptor::virial_host", 0, 9};
+  /// Frame virials as reduced (double, on the device), nframes * 9.
+  View1<double, MemorySpace> frame_sums{"dpk::descriptor::frame_virial_sums", 0};
 };
 
 namespace detail {
@@ -213,23 +212,19 @@ int check_force_virial_outputs(ProductOperands<Scalar, MemorySpace> const& in) {
 }
 
 /// Runs reduction (a FrameVirialReduction) over `policy`, then writes the frame virials, summed
-/// in double on the host side, into virial (nframes, 9) as Scalar. Fences. Allocates only when
-/// `work` grows.
+/// in double into a device View (no host round trip), into virial (nframes, 9) as Scalar.
+/// Fences. Allocates only when `work` grows.
 template <class Scalar, class ExecutionSpace, class Policy, class Reduction>
 void reduce_frame_virial(ExecutionSpace const& space, char const* label, Policy const& policy,
                          Reduction const& reduction, int nframes,
                          View2<Scalar, typename ExecutionSpace::memory_space> const& virial,
                          ForceVirialWorkspace<Scalar, typename ExecutionSpace::memory_space>& work) {
-  work.frame_sums.assign(std::size_t(9) * nframes, 0.0);
-  Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> result(work.frame_sums.data(),
-                                                                                         work.frame_sums.size());
-  Kokkos::parallel_reduce(label, policy, reduction, result);
-  space.fence();
-  ensure_extent(work.virial_host, nframes, 9);
-  auto host = Kokkos::subview(work.virial_host, std::make_pair(0, nframes), Kokkos::ALL());
-  for (int f = 0; f < nframes; ++f)
-    for (int k = 0; k < 9; ++k) host(f, k) = Scalar(work.frame_sums[9 * f + k]);
-  Kokkos::deep_copy(space, Kokkos::subview(virial, std::make_pair(0, nframes), Kokkos::ALL()), host);
+  ensure_extent(work.frame_sums, std::size_t(9) * nframes);
+  auto const sums = Kokkos::subview(work.frame_sums, std::make_pair(std::size_t(0), std::size_t(9) * nframes));
+  Kokkos::parallel_reduce(label, policy, reduction, sums);
+  Kokkos::parallel_for(
+      "dpk::descriptor::frame_virial", Kokkos::RangePolicy<ExecutionSpace>(space, 0, 9 * nframes),
+      KOKKOS_LAMBDA(int const k) { virial(k / 9, k % 9) = Scalar(sums(k)); });
   space.fence();
 }
 

@@ -79,10 +79,16 @@ struct ModelWorkspace {
     ensure_extent(de_dd, nloc * width);
     ensure_extent(fitting_seed, nloc);
     ensure_extent(ones, nloc);
+    if (ones.extent(0) != ones_filled_) {  // only after a reallocation: no fill per step
+      Kokkos::deep_copy(space, ones, Scalar(1));
+      ones_filled_ = ones.extent(0);
+    }
     ensure_extent(de_drn, nloc, nnei, 4);
     ensure_extent(v, nloc, nnei, 4);
-    Kokkos::deep_copy(space, ones, Scalar(1));
   }
+
+ private:
+  std::size_t ones_filled_ = 0;  ///< extent of `ones` when it was last filled with 1
 };
 
 }  // namespace dpk
