@@ -380,8 +380,10 @@ class NetworkFamily {
     grow(thread_grads_, std::size_t(threads) * slab_size_, "thread_gradients");
   }
 
+  /// ensure_extent (core/types.hpp) on a buffer named `label_::what` the first time it is sized.
   void grow(View1<Scalar, memory_space>& v, std::size_t n, char const* what) {
-    if (v.extent(0) < n) dpk::detail::reallocate(v, label_ + "::" + what, n);
+    if (v.label().empty() && v.extent(0) < n) v = View1<Scalar, memory_space>(label_ + "::" + what, 0);
+    ensure_extent(v, n);
   }
 
   std::vector<LayerShape> shapes_;
