@@ -57,12 +57,13 @@ struct product<Pair, std::tuple<Spaces...>, std::tuple<Scalars...>> {
 
 }  // namespace detail
 
-/// The execution spaces of the Kokkos build (dpk's default among them, once).
+/// The execution spaces of the Kokkos build (dpk's default among them, once); the CUDA build
+/// leaves OpenMP to the CPU builds (Serial and Cuda), which keeps its nvcc compile short.
 using ExecutionSpaces = typename detail::unique_list<std::tuple<>,
 #if defined(KOKKOS_ENABLE_SERIAL)
                                                      Kokkos::Serial,
 #endif
-#if defined(KOKKOS_ENABLE_OPENMP)
+#if defined(KOKKOS_ENABLE_OPENMP) && !defined(KOKKOS_ENABLE_CUDA)  // the CPU builds test OpenMP
                                                      Kokkos::OpenMP,
 #endif
 #if defined(KOKKOS_ENABLE_CUDA)
