@@ -567,3 +567,18 @@ TEST_CASE("host and device schedules agree: neighbour list, environment matrix, 
     MESSAGE(name << ": " << n << " values, max |device - host| = " << worst << " (scale " << scale << ")");
   }
 }
+
+TEST_CASE("profiling regions: the embedding and fitting stages lie inside forward, forces and backward") {
+  SmallProblem p(SmallSystem(2, 30, 2, 41), 2, false, true, 7, 3);
+  auto& [model, frames, labels] = p;
+  dpk::EnerLoss<double, Space> loss;
+  loss.loss_and_gradient(Space(), model, frames, labels, dpk::LossPrefactors{1, 1, 1});  // sizes the workspaces
+  dpk::RegionTimes times;
+  loss.loss_and_gradient(Space(), model, frames, labels, dpk::LossPrefactors{1, 1, 1});
+  double const embedding = times.seconds("dpk::embedding"), fitting = times.seconds("dpk::fitting");
+  double const passes = times.seconds("dpk::forward") + times.seconds("dpk::forces") + times.seconds("dpk::backward");
+  MESSAGE("embedding ", embedding, " s, fitting ", fitting, " s, forward + forces + backward ", passes, " s");
+  CHECK(embedding > 0);
+  CHECK(fitting > 0);
+  CHECK(embedding + fitting <= passes + 1e-4);  // nested in them (two clock reads: 1e-4 s of slack)
+}

@@ -221,13 +221,20 @@ class EnergyModel {
     bool const accumulate = compressed() || !batch.all_types_present();
     if (accumulate) Kokkos::deep_copy(space, grad_, Scalar(0));
     force_virial_adjoint(space, cotangent.force, cotangent.virial, w.env, w.nlist, batch.natoms, w.v);
-    descriptor_stage_.tangent(space, params, batch, w.v, w.t, embedding_matrix(w.s_tangent, 1), w.t_tangent,
-                              d_matrix(w.d_tangent, nloc));
-    // Reverse pass through the fitting nets: value seed c_E of the atom's frame, tangent seed 1
-    // (the seed of first_order's pass, whose cotangents it reuses: Delta = dE/dD is w.de_dd).
-    fitting_stage_.tangent_and_reverse(space, params, grads, batch, w.d, w.d_tangent, cotangent.energy,
-                                       w.fitting_seed, w.ones,
-                                       compressed() ? View1<Scalar, memory_space>() : w.dl_dd, accumulate);
+    {
+      ScopedRegion<ExecutionSpace> stage("dpk::embedding", space);
+      descriptor_stage_.tangent(space, params, batch, w.v, w.t, embedding_matrix(w.s_tangent, 1), w.t_tangent,
+                                d_matrix(w.d_tangent, nloc));
+    }
+    {
+      // Reverse pass through the fitting nets: value seed c_E of the atom's frame, tangent seed 1
+      // (the seed of first_order's pass, whose cotangents it reuses: Delta = dE/dD is w.de_dd).
+      ScopedRegion<ExecutionSpace> stage("dpk::fitting", space);
+      fitting_stage_.tangent_and_reverse(space, params, grads, batch, w.d, w.d_tangent, cotangent.energy,
+                                         w.fitting_seed, w.ones,
+                                         compressed() ? View1<Scalar, memory_space>() : w.dl_dd, accumulate);
+    }
+    ScopedRegion<ExecutionSpace> stage("dpk::embedding", space);
     descriptor_stage_.reverse(space, params, grads, batch, d_matrix(w.dl_dd, nloc), d_matrix(w.de_dd, nloc), w.t,
                               w.t_tangent, w.a, w.v, embedding_matrix(w.s, 1), embedding_matrix(w.s_tangent, 1),
                               embedding_matrix(w.de_dg, m1()), w.dl_dt, embedding_matrix(w.dl_dg, m1()),
@@ -306,10 +313,14 @@ class EnergyModel {
     ScopedRegion<ExecutionSpace> region("dpk::forward", space);
     auto& w = work_;
     int const nloc = w.layout.nloc();
-    descriptor_stage_.forward(space, params_.data(), w.layout, w.env.rows,
-                              embedding_matrix(w.s, 1), w.t, d_matrix(w.d, nloc));
+    {
+      ScopedRegion<ExecutionSpace> stage("dpk::embedding", space);
+      descriptor_stage_.forward(space, params_.data(), w.layout, w.env.rows, embedding_matrix(w.s, 1), w.t,
+                                d_matrix(w.d, nloc));
+    }
     ensure_extent(out.energy, w.layout.nframes);
     ensure_extent(out.atom_energy, nloc);
+    ScopedRegion<ExecutionSpace> stage("dpk::fitting", space);
     fitting_stage_.forward(space, params_.data(), w.layout, w.d, out.atom_energy, out.energy);
   }
 
@@ -318,9 +329,15 @@ class EnergyModel {
     ScopedRegion<ExecutionSpace> region("dpk::forces", space);
     auto& w = work_;
     int const nloc = w.layout.nloc();
-    fitting_stage_.input_cotangent(space, params_.data(), w.layout, w.ones, w.de_dd);
-    descriptor_stage_.input_cotangent(space, params_.data(), w.layout, d_matrix(w.de_dd, nloc), w.t, w.a,
-                                      embedding_matrix(w.de_dg, m1()), embedding_matrix(w.de_ds, 1), w.de_drn);
+    {
+      ScopedRegion<ExecutionSpace> stage("dpk::fitting", space);
+      fitting_stage_.input_cotangent(space, params_.data(), w.layout, w.ones, w.de_dd);
+    }
+    {
+      ScopedRegion<ExecutionSpace> stage("dpk::embedding", space);
+      descriptor_stage_.input_cotangent(space, params_.data(), w.layout, d_matrix(w.de_dd, nloc), w.t, w.a,
+                                        embedding_matrix(w.de_dg, m1()), embedding_matrix(w.de_ds, 1), w.de_drn);
+    }
     ensure_extent(out.force, nloc, 3);
     ensure_extent(out.virial, w.layout.nframes, 9);
     View2<Scalar, memory_space> atom_virial_view;
