@@ -13,11 +13,9 @@
 #include <dpk/core/types.hpp>
 #include <dpk/descriptor/environment_matrix.hpp>
 #include <dpk/descriptor/se_a.hpp>
-#include <dpk/descriptor/statistics.hpp>
 #include <dpk/descriptor/tabulated_embedding.hpp>
 #include <dpk/model/batch_layout.hpp>
 #include <dpk/model/config.hpp>
-#include <dpk/model/host_batch.hpp>
 #include <dpk/model/parameters.hpp>
 #include <dpk/neighbor/neighbor_list.hpp>
 #include <dpk/neighbor/neighbor_search.hpp>

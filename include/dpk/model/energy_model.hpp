@@ -268,8 +268,6 @@ class EnergyModel {
   EnvironmentMatrix<Scalar, memory_space> const& environment() const { return work_.env; }
   /// Row layout of the batch given to the last prepare().
   BatchLayout<Scalar, memory_space> const& batch_layout() const { return work_.layout; }
-  /// Every buffer of the last batch (read-only; tests and tools).
-  ModelWorkspace<Scalar, memory_space> const& workspace() const { return work_; }
   /// Descriptor D (nloc, M1*M2) of the last forward pass, row of atom i at position i.
   View2<Scalar, memory_space> descriptor_values(ExecutionSpace const& space) const {
     int const nloc = work_.layout.nloc(), width = m1() * m2();
