@@ -265,21 +265,10 @@ void compress_model(std::string const& in, std::string const& out, std::string c
   double rmin = std::numeric_limits<double>::infinity();
   std::string source;
   if (!input.empty()) {
-    using Mem = dpk::memory_space_t<Space>;
     dpk::InputConfig const config = dpk::read_input(input);
-    auto systems = dpk::read_systems(config.training.training_data.systems, data.type_map);
-    std::size_t const nsystems = systems.size();
-    dpk::DataSampler sampler(std::move(systems), dpk::BatchSize{false, 1, {}}, 0,
-                             {dpk::SamplingMode::sequential, {}});
-    dpk::Frames<double, Mem> frames;
-    dpk::Labels<double, Mem> labels;
-    for (std::size_t s = 0; s < nsystems; ++s) {
-      int const nframes = sampler.systems()[s].nframes;
-      for (int first = 0; first < nframes; first += 64) {
-        dpk::upload(sampler.batch(int(s), first, std::min(64, nframes - first)), frames, labels);
-        rmin = std::min(rmin, model.min_neighbor_distance(Space(), frames));
-      }
-    }
+    dpk::DataSampler const sampler(dpk::read_systems(config.training.training_data.systems, data.type_map),
+                                   dpk::BatchSize{false, 1, {}}, 0, {dpk::SamplingMode::sequential, {}});
+    rmin = dpk::data_min_neighbor_distance(Space(), model, sampler);
     source = "training data of " + input;
   } else if (data.training.is_object() && data.training.contains("min_neighbor_distance") &&
              data.training["min_neighbor_distance"].is_number()) {
@@ -391,6 +380,9 @@ int main(int argc, char** argv) {
     train->add_option("--timing-file", options.timing_file,
                       "write one line per step: step, wall seconds of the update, of the lcurve/validation "
                       "line and of the checkpoint (rank 0)");
+    train->add_flag("--skip-neighbor-stat", options.skip_neighbor_stat,
+                    "do not search all training frames for the smallest neighbour distance (stored in the model "
+                    "for compress; without it compress needs -t input.json)");
     train->add_option("--data-stat-nbatch", options.data_stat_nbatch, "training batches for the statistics")
         ->check(CLI::PositiveNumber);
 

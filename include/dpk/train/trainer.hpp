@@ -35,6 +35,7 @@
 #include <dpk/neighbor/neighbor_search.hpp>
 #include <dpk/parallel/communicator.hpp>
 #include <dpk/train/adam.hpp>
+#include <dpk/train/data_neighbor_distance.hpp>
 #include <dpk/train/ener_loss.hpp>
 #include <dpk/train/energy_bias.hpp>
 #include <dpk/train/lcurve.hpp>
@@ -76,6 +77,10 @@ struct TrainerOptions {
   long stop_at = -1;               ///< stop after this many updates (schedule unchanged); <0: numb_steps
   int data_stat_nbatch = 10;       ///< batches for the environment statistics
   int keep_checkpoints = 2;        ///< checkpoint files kept (newest first)
+  /// Skip the search for the smallest neighbour distance over all training frames (done once,
+  /// before training, when the starting model file does not hold it; stored in the model's
+  /// `training.min_neighbor_distance` for `dpk-train compress`). DeePMD-kit's --skip-neighbor-stat.
+  bool skip_neighbor_stat = false;
   /// When set, rank 0 writes one line per step to this file: `step update_s display_s save_s`
   /// (wall seconds of the update, of the lcurve/validation line and of the checkpoint; the
   /// execution space is fenced before each reading), then the seconds of each region in
@@ -328,6 +333,7 @@ class Trainer {
     d.training["numb_steps"] = config_.training.numb_steps;
     d.training["ranks"] = comm_.size();
     d.training["step"] = step_;
+    if (min_neighbor_distance_) d.training["min_neighbor_distance"] = *min_neighbor_distance_;
     if (compression_) d.compression = *compression_;  // compressed training: the frozen tables
     if (checkpoint) {
       d.step = step_;
@@ -464,6 +470,7 @@ class Trainer {
       if (comm_.is_root()) adopt_checkpoints(file);
       if (log()) *log() << "dpk-train: restarting from " << file << " at step " << step_ << "\n";
       check_sel();
+      find_min_neighbor_distance(d);
       return;
     }
     if (!options_.init_frz_model.empty()) {
@@ -474,11 +481,13 @@ class Trainer {
       if (log())
         *log() << "dpk-train: parameters, statistics and bias from " << options_.init_frz_model
                << "; its embedding tables are frozen, the fitting nets train\n";
+      find_min_neighbor_distance(d);
     } else if (!options_.init_model.empty()) {
       ModelFileData const d = read_model_file(options_.init_model);
       load_weights(d, options_.init_model, ModelTables::ignore);
       if (log()) *log() << "dpk-train: parameters, statistics and bias from " << options_.init_model << "\n";
       check_sel();
+      find_min_neighbor_distance(d);
     } else {
       compute_statistics();
       model_->set_energy_bias(energy_bias_least_squares(bias_counts_, bias_energies_, ntypes_));
@@ -486,6 +495,7 @@ class Trainer {
                                       : config_.fitting.seed ? *config_.fitting.seed
                                                              : config_.training.seed.value_or(0);
       model_->initialize_parameters(init_seed);
+      find_min_neighbor_distance(ModelFileData{});
     }
     // Rank 0's state everywhere.
     comm_.broadcast(model_->parameters());
@@ -521,6 +531,25 @@ class Trainer {
       require(d.type_map == config_.type_map, "model file '" + file + "': type_map differs from the input's model.type_map");
     install_model_data(d, *model_, file, tables);
     if (tables == ModelTables::install && d.compression) compression_ = *d.compression;
+  }
+
+  /// The smallest neighbour distance of the training data: the starting file's (`from`, its
+  /// `training.min_neighbor_distance`) when it holds one, else a search over every training
+  /// frame on rank 0 (unless skip_neighbor_stat), then the same value on every rank.
+  void find_min_neighbor_distance(ModelFileData const& from) {
+    constexpr char const* key = "min_neighbor_distance";
+    double distance = 0;  // 0: unknown
+    if (from.training.is_object() && from.training.contains(key) && from.training[key].is_number()) {
+      distance = from.training[key].template get<double>();
+    } else if (!options_.skip_neighbor_stat && comm_.is_root()) {
+      double const found = data_min_neighbor_distance(space_, *model_, *sampler_);
+      if (std::isfinite(found)) distance = found;
+      if (log())
+        *log() << "dpk-train: smallest neighbour distance in the training data: " << distance
+               << " A (stored in the model for dpk-train compress)\n";
+    }
+    if (comm_.size() > 1) distance = broadcast_vector({distance})[0];
+    if (distance > 0) min_neighbor_distance_ = distance;
   }
 
   /// A checkpoint whose sampler state is version 1 was written when dpk drew systems by frame
@@ -828,6 +857,7 @@ class Trainer {
   long step_ = 0;
   std::string last_checkpoint_;
   std::vector<std::string> saved_;
+  std::optional<double> min_neighbor_distance_;  ///< A, of the training data (model file key training.min_neighbor_distance)
   std::string sel_warning_;  ///< set by compute_statistics when sel drops neighbours
   LearningCurveLine last_curve_line_;
 };

@@ -1,0 +1,43 @@
+#pragma once
+/// \file data_neighbor_distance.hpp
+/// \brief The smallest neighbour distance over every frame of a set of systems (DeePMD-kit's
+/// `min_nbor_dist`, from its neighbour statistics): the range `dpk-train compress` tabulates
+/// the embedding nets down to. The trainer stores it in the model file's `training` header,
+/// `compress -t input.json` computes it from the input's training systems.
+
+#include <dpk/core/frames.hpp>
+#include <dpk/io/data_sampler.hpp>
+#include <dpk/model/energy_model.hpp>
+#include <dpk/model/host_batch.hpp>
+
+#include <algorithm>
+#include <limits>
+
+namespace dpk {
+
+/// Smallest distance (A) between an atom and any neighbour or periodic image within the model's
+/// rcut, over every frame of every system of `sampler` (read in order; the sampler's draws are
+/// not touched); +infinity when no atom has a neighbour. Frames are searched in groups of at most
+/// 64 frames and about 16384 atoms. Replaces the model's neighbour list of the last prepare().
+template <class Scalar, class ExecutionSpace>
+double data_min_neighbor_distance(ExecutionSpace const& space, EnergyModel<Scalar, ExecutionSpace>& model,
+                                  DataSampler const& sampler) {
+  using Mem = memory_space_t<ExecutionSpace>;
+  double nearest = std::numeric_limits<double>::infinity();
+  HostBatch batch;
+  Frames<Scalar, Mem> frames;
+  Labels<Scalar, Mem> labels;
+  auto const& systems = sampler.systems();
+  for (std::size_t s = 0; s < systems.size(); ++s) {
+    int const nframes = systems[s].nframes;
+    int const group = std::clamp(16384 / std::max(1, systems[s].natoms), 1, 64);
+    for (int first = 0; first < nframes; first += group) {
+      sampler.batch(int(s), first, std::min(group, nframes - first), batch);
+      upload(batch, frames, labels);
+      nearest = std::min(nearest, model.min_neighbor_distance(space, frames));
+    }
+  }
+  return nearest;
+}
+
+}  // namespace dpk
