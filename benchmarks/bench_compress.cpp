@@ -3,6 +3,8 @@
 // random parameters, statistics of the frame) with the embedding nets (plain) and with their
 // tables (compressed: step 0.01, extrapolate 5, range from the frame's smallest neighbour
 // distance), side by side in one run. Arg: replicas per box edge (1: 192 atoms, 4: 12288).
+// Counters: ms per call of each stage (profiling regions; embedding_ms and fitting_ms are the
+// two model stages inside forward and forces, so they overlap those two).
 #ifndef DPK_TEST_DATA_DIR
 #define DPK_TEST_DATA_DIR DPK_SOURCE_DIR "/tests/data"
 #endif
@@ -71,7 +73,7 @@ void inference(benchmark::State& state, bool compressed) {
   step();  // sizes the workspaces (steady state is what an MD run sees)
   dpk::RegionTimes regions;  // milliseconds per step of each stage (profiling regions, fenced)
   for (auto _ : state) step();
-  for (char const* stage : {"neighbors", "environment", "batch_setup", "forward", "forces"})
+  for (char const* stage : {"neighbors", "environment", "batch_setup", "forward", "forces", "embedding", "fitting"})
     state.counters[std::string(stage) + "_ms"] =
         1e3 * regions.seconds(std::string("dpk::") + stage) / double(state.iterations());
   state.counters["atoms"] = batch.natoms;

@@ -1,7 +1,11 @@
 // Model benchmarks on the water example model (DeePMD-kit's water se_e2_a input: sel [46, 92],
 // embedding [25, 50, 100], axis_neuron 16, fitting [240, 240, 240]): forward, forward + forces,
-// and the full training gradient (energy + force loss), batch 1 and 8, float and double.
-// Counters: frames/s, and GFLOP/s against the model FLOP count of docs/performance.md.
+// and the full training gradient (energy + force loss), batch 1 and 8, float and double; the
+// `_compressed` variants run the same model with its embedding nets tabulated (step 0.01,
+// extrapolate 5, range from the batch's smallest neighbour distance; docs/compression.md):
+// compressed inference, and compressed training (fitting nets only, tables frozen).
+// Counters: frames/s, and GFLOP/s against the model FLOP count of docs/performance.md (a
+// compressed model's count has no embedding nets: its table lookups are not counted).
 #include <benchmark/benchmark.h>
 
 #include <dpk/io/data_sampler.hpp>
@@ -60,7 +64,7 @@ dpk::HostBatch water_batch(int nframes) {
 enum class Mode { forward, forces, training };
 
 template <class Scalar>
-void run(benchmark::State& state, Mode mode) {
+void run(benchmark::State& state, Mode mode, bool compressed) {
   int const nframes = static_cast<int>(state.range(0));
   dpk::EnergyModel<Scalar, Space> model(water_descriptor(), water_fitting(), 2);
   model.initialize_parameters(1);
@@ -69,6 +73,8 @@ void run(benchmark::State& state, Mode mode) {
   dpk::Frames<Scalar, Mem> frames;
   dpk::Labels<Scalar, Mem> labels;
   dpk::upload(water_batch(nframes), frames, labels);
+  if (compressed)
+    model.set_embedding_table(model.build_embedding_table(model.min_neighbor_distance(Space(), frames), 0.01, 5));
   dpk::Prediction<Scalar, Mem> out;
   dpk::LossPrefactors pref{0.02, 1000.0, 0.0};
   dpk::EnerLoss<Scalar, Space> loss;
@@ -92,16 +98,20 @@ void run(benchmark::State& state, Mode mode) {
   state.counters["GFLOP/s"] = benchmark::Counter(per_call * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
 }
 
-void run_double(benchmark::State& state, Mode mode) { run<double>(state, mode); }
-void run_float(benchmark::State& state, Mode mode) { run<float>(state, mode); }
+void run_double(benchmark::State& state, Mode mode, bool compressed) { run<double>(state, mode, compressed); }
+void run_float(benchmark::State& state, Mode mode, bool compressed) { run<float>(state, mode, compressed); }
 
 }  // namespace
 
-#define DPK_MODEL_BENCH(name, mode)                                                                      \
-  BENCHMARK_CAPTURE(run_double, name##_double, mode)->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime(); \
-  BENCHMARK_CAPTURE(run_float, name##_float, mode)->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime();
+#define DPK_MODEL_BENCH(name, mode, compressed)                                                            \
+  BENCHMARK_CAPTURE(run_double, name##_double, mode, compressed)                                          \
+      ->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime();                                      \
+  BENCHMARK_CAPTURE(run_float, name##_float, mode, compressed)                                            \
+      ->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-DPK_MODEL_BENCH(forward, Mode::forward)
-DPK_MODEL_BENCH(forward_forces, Mode::forces)
-DPK_MODEL_BENCH(training_gradient, Mode::training)
+DPK_MODEL_BENCH(forward, Mode::forward, false)
+DPK_MODEL_BENCH(forward_forces, Mode::forces, false)
+DPK_MODEL_BENCH(training_gradient, Mode::training, false)
+DPK_MODEL_BENCH(forward_forces_compressed, Mode::forces, true)
+DPK_MODEL_BENCH(training_gradient_compressed, Mode::training, true)
 

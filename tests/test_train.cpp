@@ -15,6 +15,7 @@
 #include <cstring>
 #include <unistd.h>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -540,6 +541,81 @@ TEST_CASE("trainer: stop + restart continues bit for bit (float64 and float32)")
   };
   check(double(), "f64");
   check(float(), "f32");
+}
+
+/// Smallest distance between two atoms of `s` (any frame), periodic images of the 26
+/// neighbouring cells included: enough when that distance is below half the box width.
+double brute_min_distance(dpk::System const& s) {
+  double best = std::numeric_limits<double>::infinity();
+  for (int f = 0; f < s.nframes; ++f) {
+    double const* x = &s.coord[std::size_t(f) * s.natoms * 3];
+    double const* box = &s.box[std::size_t(f) * 9];
+    for (int i = 0; i < s.natoms; ++i)
+      for (int j = 0; j < s.natoms; ++j)
+        for (int a = -1; a <= 1; ++a)
+          for (int b = -1; b <= 1; ++b)
+            for (int c = -1; c <= 1; ++c) {
+              if (i == j && a == 0 && b == 0 && c == 0) continue;
+              double r2 = 0;
+              for (int k = 0; k < 3; ++k) {
+                double const d = x[3 * j + k] + a * box[k] + b * box[3 + k] + c * box[6 + k] - x[3 * i + k];
+                r2 += d * d;
+              }
+              best = std::min(best, std::sqrt(r2));
+            }
+  }
+  return best;
+}
+
+TEST_CASE("trainer: stored neighbour distance; compressed training moves only the fitting nets") {
+  using Space = dpk::DefaultExecutionSpace;
+  dpk::Communicator comm;
+  std::string const dir = fresh_dir("frz_training");
+  dpk::TrainerOptions options;
+  options.output_dir = dir + "/full";
+  options.data_stat_nbatch = 2;
+  options.log = nullptr;
+  std::vector<dpk::System> const frames = {water_frames(0, 4)};
+  dpk::Trainer<double, Space>(tiny_input(2), frames, {}, options, comm).run();
+  dpk::ModelFileData data = dpk::read_model_file(dir + "/full/model.dpk");
+  // The trainer's search over every training frame equals a brute-force one.
+  REQUIRE(data.training.contains("min_neighbor_distance"));
+  double const stored = data.training["min_neighbor_distance"].get<double>();
+  CHECK(stored == doctest::Approx(brute_min_distance(frames[0])).epsilon(1e-13));
+  CHECK(stored > 0.8);
+  CHECK(stored < 1.0);
+
+  // Compress with the stored distance (as `dpk-train compress` without -t), then train 4 steps
+  // with the tables frozen (--init-frz-model).
+  dpk::EnergyModel<double, Space> model(data.descriptor, data.fitting, data.ntypes);
+  dpk::install_model_data(data, model, dir + "/full/model.dpk");
+  data.compression = dpk::model_compression(model.build_embedding_table(stored, 0.01, 5), stored, -1);
+  dpk::write_model_file(dir + "/compressed.dpk", data);
+  options.output_dir = dir + "/frz";
+  options.init_frz_model = dir + "/compressed.dpk";
+  dpk::Trainer<double, Space>(tiny_input(4), frames, {}, options, comm).run();
+  auto const after = dpk::read_model_file(dir + "/frz/model.dpk");
+  REQUIRE(after.compression.has_value());
+  CHECK(after.compression->table == data.compression->table);
+  CHECK(after.training["min_neighbor_distance"].get<double>() == stored);
+  REQUIRE(after.tensors == data.tensors);
+  int embedding = 0, fitting = 0, fitting_moved = 0;
+  for (auto const& t : data.tensors) {
+    bool const same = std::memcmp(&data.parameters[t.offset], &after.parameters[t.offset], t.size() * sizeof(double)) == 0;
+    CAPTURE(t.name);
+    if (t.name.rfind("embedding", 0) == 0) {
+      ++embedding;
+      CHECK(same);  // bit for bit: the tables stand for them, their gradient is 0
+    } else {
+      ++fitting;
+      fitting_moved += same ? 0 : 1;
+    }
+  }
+  CHECK(embedding > 0);
+  CHECK(fitting > 0);
+  CHECK(fitting_moved == fitting);
+  CHECK(after.energy_bias == data.energy_bias);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("trainer: a NaN loss stops training and keeps the last good checkpoint") {

@@ -94,7 +94,7 @@ void PairDPK::settings(int narg, char** arg) {
   }
   if (comm->me == 0)
     utils::logmesg(lmp, "pair_style dpk: model '" + model_path_ + "' (" + potential_->model_precision() +
-                            ", types " + names(potential_->type_map()) + ", rcut " +
+                            (potential_->compressed() ? ", compressed" : "") + ", types " + names(potential_->type_map()) + ", rcut " +
                             short_number(potential_->rcut()) + " A), min_distance " + short_number(min_distance_) +
                             " A\n");
 }

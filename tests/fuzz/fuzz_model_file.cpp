@@ -56,6 +56,20 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
     if (model.avg.size() != model.stdev.size()) std::abort();
     for (int s : model.descriptor.sel)
       if (s < 0) std::abort();
+    // An accepted compressed model: one range per embedding net, on the grid it claims, and
+    // (first + second intervals) x 6 x m1 coefficients per net (what the table lookup indexes).
+    if (model.compression) {
+      auto const& c = *model.compression;
+      std::size_t const nnets = model.descriptor.type_one_side ? std::size_t(model.ntypes)
+                                                               : std::size_t(model.ntypes) * std::size_t(model.ntypes);
+      if (c.nets.size() != nnets || !(c.step > 0) || c.m1 != model.descriptor.neuron.back()) std::abort();
+      std::size_t coefficients = 0;
+      for (auto const& n : c.nets) {
+        if (n.first_intervals < 1 || n.second_intervals < 0 || !(n.lower < n.upper) || !(n.upper <= n.max)) std::abort();
+        coefficients += std::size_t(n.first_intervals + n.second_intervals) * 6 * std::size_t(c.m1);
+      }
+      if (coefficients != c.table.size()) std::abort();
+    }
   } catch (dpk::Error const&) {
   }
   return 0;
