@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Training step of dpk vs DeePMD-kit (TensorFlow and PyTorch backends), side by side in one run,
+# on DeePMD-kit's water example (examples/water/se_e2_a/input.json, batch 1). Installs nothing:
+# DeePMD-kit comes from a venv given with --venv (recipe in docs/performance.md:
+#   python3 -m venv /opt/dpk-venv && /opt/dpk-venv/bin/pip install deepmd-kit==3.2.0 tensorflow-cpu
+#   and for the PyTorch backend: /opt/dpk-venv/bin/pip install torch==2.11.0 mpich e3nn).
+#
+#   benchmarks/side_by_side.sh [--venv DIR] [--dpk-train PATH] [--threads "1 2"]
+#       [--precision "float64 float32"] [--backends "dpk tf pt"] [--steps "50 250"]
+#       [--repeats 1] [--busy CORE] [--out DIR]
+#
+# Per step = (run of the larger step count - run of the smaller) / (difference), so start-up,
+# statistics and the final model cancel; CPU = user + sys of the process tree (/usr/bin/time),
+# wall = elapsed. Each (threads, precision) set runs the backends one after the other, `repeats`
+# times, so they see the same machine state. Threads: OMP_NUM_THREADS and DeePMD-kit's
+# DP_INTRA_OP_PARALLELISM_THREADS = T, DP_INTER_OP_PARALLELISM_THREADS = 1, OPENBLAS_NUM_THREADS
+# = 1 for DeePMD-kit (dpk-train sets its own BLAS default); dpk-train keeps its thread binding
+# defaults (docs/tuning.md). Without --venv, or when a backend does not import, that backend is
+# skipped with a message. Prints one markdown table row per (backend, threads, precision) and
+# writes the raw timings to OUT/timings.tsv (default out/side_by_side). --busy CORE keeps a
+# competing busy loop pinned to core CORE (taskset) during every run: the "busy node" case of
+# docs/tuning.md (another job on one of the cores).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+VENV="" DPK_TRAIN="$ROOT/build/openmp/examples/trainer/dpk-train" THREADS="1" PRECISIONS="float64 float32"
+BACKENDS="dpk tf pt" STEPS="50 250" REPEATS=1 OUT="$ROOT/out/side_by_side" BUSY=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --venv) VENV="$2"; shift 2 ;;
+    --dpk-train) DPK_TRAIN="$2"; shift 2 ;;
+    --threads) THREADS="$2"; shift 2 ;;
+    --precision) PRECISIONS="$2"; shift 2 ;;
+    --backends) BACKENDS="$2"; shift 2 ;;
+    --steps) STEPS="$2"; shift 2 ;;
+    --repeats) REPEATS="$2"; shift 2 ;;
+    --busy) BUSY="$2"; shift 2 ;;
+    --out) OUT="$2"; shift 2 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    *) echo "side_by_side.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+read -r N1 N2 <<<"$STEPS"
+case "$N1$N2" in ''|*[!0-9]*) echo "side_by_side.sh: --steps needs two step counts, got '$STEPS'" >&2; exit 2 ;; esac
+[ "$N2" -gt "$N1" ] || { echo "side_by_side.sh: --steps: the second count must be larger" >&2; exit 2; }
+command -v /usr/bin/time >/dev/null || { echo "side_by_side.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
+
+# Which backends can run.
+available=()
+for b in $BACKENDS; do
+  case "$b" in
+    dpk) if [ -x "$DPK_TRAIN" ]; then available+=(dpk); else
+           echo "side_by_side.sh: skipping dpk: '$DPK_TRAIN' is not built (cmake --build build/openmp --target dpk-train)" >&2; fi ;;
+    tf|pt)
+      module=tensorflow; [ "$b" = pt ] && module=torch
+      if [ -n "$VENV" ] && [ -x "$VENV/bin/dp" ] && "$VENV/bin/python" -c "import $module" >/dev/null 2>&1; then
+        available+=("$b")
+      else
+        echo "side_by_side.sh: skipping DeePMD-kit --$b: no venv with dp and $module (--venv DIR)" >&2
+      fi ;;
+    *) echo "side_by_side.sh: unknown backend '$b' (dpk, tf, pt)" >&2; exit 2 ;;
+  esac
+done
+[ "${#available[@]}" -gt 0 ] || { echo "side_by_side.sh: no backend to run" >&2; exit 2; }
+
+mkdir -p "$OUT"
+TSV="$OUT/timings.tsv"
+printf 'backend\tthreads\tprecision\trepeat\tsteps\twall_s\tcpu_s\n' >"$TSV"
+
+# input.json of the water example with absolute data paths, `steps` steps, `precision`.
+write_input() {
+  python3 - "$ROOT/examples/water/se_e2_a/input.json" "$ROOT/examples/water/data" "$1" "$2" "$3" <<'EOF'
+import json, sys
+src, data, steps, precision, dst = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+j = json.load(open(src))
+j["model"]["descriptor"]["precision"] = precision
+j["model"]["fitting_net"]["precision"] = precision
+t = j["training"]
+t["training_data"]["systems"] = [data + "/data_%d" % i for i in range(3)]
+if "validation_data" in t:
+    t["validation_data"]["systems"] = [data + "/data_3"]
+t["numb_steps"] = steps
+t["disp_freq"] = steps
+t["save_freq"] = steps
+json.dump(j, open(dst, "w"), indent=1)
+EOF
+}
+
+# run BACKEND THREADS PRECISION REPEAT STEPS: one training run, its times appended to the TSV.
+run() {
+  local b="$1" t="$2" p="$3" r="$4" n="$5" dir="$OUT/$1-t$2-$3-r$4-n$5"
+  rm -rf "$dir"; mkdir -p "$dir"
+  write_input "$n" "$p" "$dir/input.json"
+  local cmd=()
+  case "$b" in
+    dpk) cmd=("$DPK_TRAIN" train input.json) ;;
+    tf) cmd=("$VENV/bin/dp" --tf train input.json) ;;
+    pt) cmd=("$VENV/bin/dp" --pt train input.json) ;;
+  esac
+  if ! (cd "$dir" && env OMP_NUM_THREADS="$t" DP_INTRA_OP_PARALLELISM_THREADS="$t" DP_INTER_OP_PARALLELISM_THREADS=1 \
+          $([ "$b" = dpk ] || echo OPENBLAS_NUM_THREADS=1) \
+          /usr/bin/time -f '%e %U %S' -o time.txt "${cmd[@]}" >log.txt 2>&1); then
+    echo "side_by_side.sh: $b ($t threads, $p, $n steps) failed; last lines of $dir/log.txt:" >&2
+    tail -5 "$dir/log.txt" >&2
+    exit 1
+  fi
+  read -r wall user sys <"$dir/time.txt"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$b" "$t" "$p" "$r" "$n" "$wall" \
+    "$(python3 -c "print(f'{$user + $sys:.2f}')")" >>"$TSV"
+}
+
+if [ -n "$BUSY" ]; then
+  command -v taskset >/dev/null || { echo "side_by_side.sh: --busy needs taskset (util-linux)" >&2; exit 2; }
+  taskset -c "$BUSY" bash -c 'while :; do :; done' &
+  busy_pid=$!
+  trap 'kill "$busy_pid" 2>/dev/null || true' EXIT
+  sleep 1
+  kill -0 "$busy_pid" 2>/dev/null || { echo "side_by_side.sh: --busy $BUSY: could not start the busy loop" >&2; exit 2; }
+  echo "side_by_side.sh: busy loop pinned to core $BUSY (pid $busy_pid)" >&2
+fi
+echo "side_by_side.sh: backends ${available[*]}, threads $THREADS, precision $PRECISIONS, steps $N1 and $N2, $REPEATS repeat(s); load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+for t in $THREADS; do
+  for p in $PRECISIONS; do
+    for r in $(seq 1 "$REPEATS"); do
+      for b in "${available[@]}"; do
+        run "$b" "$t" "$p" "$r" "$N1"
+        run "$b" "$t" "$p" "$r" "$N2"
+      done
+    done
+  done
+done
+echo "side_by_side.sh: done; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+
+# Table: medians over repeats of the per-step differences; ratio to dpk's CPU per step.
+python3 - "$TSV" "$N1" "$N2" <<'EOF'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+n1, n2 = int(sys.argv[2]), int(sys.argv[3])
+runs = {}
+for r in rows:
+    runs.setdefault((r["backend"], r["threads"], r["precision"], r["repeat"]), {})[int(r["steps"])] = r
+per = {}
+for (b, t, p, rep), by in runs.items():
+    if n1 in by and n2 in by:
+        d = n2 - n1
+        wall = (float(by[n2]["wall_s"]) - float(by[n1]["wall_s"])) / d * 1e3
+        cpu = (float(by[n2]["cpu_s"]) - float(by[n1]["cpu_s"])) / d * 1e3
+        per.setdefault((b, t, p), []).append((wall, cpu))
+names = {"dpk": "dpk-train", "tf": "DeePMD-kit TF", "pt": "DeePMD-kit PyTorch"}
+print("| threads | precision | code | wall ms/step | CPU ms/step | CPU per step / dpk's |")
+print("|---|---|---|---|---|---|")
+for (b, t, p) in sorted(per, key=lambda k: (int(k[1]), k[2], list(names).index(k[0]))):
+    wall = statistics.median(w for w, _ in per[(b, t, p)])
+    cpu = statistics.median(c for _, c in per[(b, t, p)])
+    ref = per.get(("dpk", t, p))
+    ratio = "%.2fx" % (cpu / statistics.median(c for _, c in ref)) if ref else "-"
+    print(f"| {t} | {p} | {names[b]} | {wall:.1f} | {cpu:.1f} | {ratio} |")
+EOF
