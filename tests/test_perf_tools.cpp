@@ -182,6 +182,26 @@ TEST_CASE("thread defaults: binding only when the user chose none and it is safe
     CHECK(dpk::program::launcher_affinity_cpus() == 0);  // bound at load time: unknown
   }
   CHECK(dpk::affinity_cpus() >= 1);
+  {
+    // Threads that fill the process's CPUs are bound; fewer stay unbound (busy-node case).
+    int const cpus = dpk::affinity_cpus();
+    CHECK(dpk::program::openmp_binding_defaults(cpus).size() == 2);
+    CHECK(dpk::program::openmp_binding_defaults(cpus + 1).size() == 2);
+    if (cpus > 1) CHECK(dpk::program::openmp_binding_defaults(cpus - 1).empty());
+    ScopedEnvironment omp("OMP_NUM_THREADS", "3,2");
+    char arg0[] = "dpk-train", eq[] = "--kokkos-num-threads=5", old_flag[] = "--kokkos-threads", two[] = "2",
+         bad[] = "--kokkos-threads=x";
+    char* none[] = {arg0, nullptr};
+    char* with_eq[] = {arg0, eq, nullptr};
+    char* separate[] = {arg0, old_flag, two, nullptr};
+    char* invalid[] = {arg0, bad, nullptr};
+    CHECK(dpk::program::requested_threads(1, none) == 3);
+    CHECK(dpk::program::requested_threads(2, with_eq) == 5);
+    CHECK(dpk::program::requested_threads(3, separate) == 2);
+    CHECK(dpk::program::requested_threads(2, invalid) == 0);
+    ScopedEnvironment unset("OMP_NUM_THREADS", nullptr);
+    CHECK(dpk::program::requested_threads(1, none) == 0);
+  }
   // Nothing to apply: returns without re-executing.
   ScopedEnvironment user("OMP_PROC_BIND", "false");
   dpk::program::reexec_with_environment_defaults(nullptr, {{"OMP_PROC_BIND", "spread"}});

@@ -62,12 +62,33 @@ struct EnvironmentDefault {
 /// Name of the variable that records which defaults dpk applied (and stops a second re-exec).
 inline char const* environment_defaults_marker() { return "DPK_ENVIRONMENT_DEFAULTS"; }
 
+/// Threads the program was asked for before Kokkos starts: `--kokkos-num-threads=N` or
+/// `--kokkos-threads=N` (also as two arguments), else the first value of OMP_NUM_THREADS; 0 when
+/// neither is given (the OpenMP runtime then uses every CPU of the process).
+inline int requested_threads(int argc, char** argv) {
+  auto number = [](char const* text) {
+    char* end = nullptr;
+    long const n = text ? std::strtol(text, &end, 10) : 0;
+    return end != text && n > 0 && n < 1 << 20 ? int(n) : 0;
+  };
+  for (int i = 1; argv && i < argc && argv[i]; ++i)
+    for (char const* flag : {"--kokkos-num-threads", "--kokkos-threads"}) {
+      std::string const arg = argv[i], name = flag;
+      if (arg.compare(0, name.size() + 1, name + "=") == 0) return number(argv[i] + name.size() + 1);
+      if (arg == name && i + 1 < argc) return number(argv[i + 1]);
+    }
+  return number(std::getenv("OMP_NUM_THREADS"));
+}
+
 /// dpk's OpenMP binding defaults for a host (OpenMP) build: OMP_PROC_BIND=spread and
 /// OMP_PLACES=threads, each only when the user set neither of the two, and only when binding
-/// cannot pile ranks onto the same cores: one rank on this node, or ranks that the launcher
-/// gave disjoint core sets (affinity mask x local ranks <= cores). DPK_THREAD_DEFAULTS=0
-/// turns all defaults off.
-inline std::vector<EnvironmentDefault> openmp_binding_defaults() {
+/// cannot pile ranks onto the same cores (one rank on this node, or ranks that the launcher
+/// gave disjoint core sets: affinity mask x local ranks <= cores) and when the threads
+/// (`threads`, from requested_threads; 0 = all) fill the CPUs of the process: fewer threads
+/// than CPUs stay unbound, so that the OS can move them off a core another job is busy on
+/// (docs/tuning.md: 1 thread on a 2-core node with a busy loop on core 0 took 191 ms per
+/// water step bound to core 0, 91 ms unbound). DPK_THREAD_DEFAULTS=0 turns all defaults off.
+inline std::vector<EnvironmentDefault> openmp_binding_defaults(int threads = 0) {
   std::vector<EnvironmentDefault> out;
   if (char const* off = std::getenv("DPK_THREAD_DEFAULTS"); off && std::string(off) == "0") return out;
   if (environment_has("OMP_PROC_BIND") || environment_has("OMP_PLACES")) return out;
@@ -75,6 +96,7 @@ inline std::vector<EnvironmentDefault> openmp_binding_defaults() {
   int const mask = affinity_cpus();
   long const cores = long(std::thread::hardware_concurrency());
   if (ranks > 1 && (mask <= 0 || cores <= 0 || long(mask) * ranks > cores)) return out;
+  if (threads > 0 && mask > 0 && threads < mask) return out;
   out.push_back({"OMP_PROC_BIND", "spread"});
   out.push_back({"OMP_PLACES", "threads"});
   return out;

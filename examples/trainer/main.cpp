@@ -12,7 +12,8 @@
 //
 // Kokkos options (--kokkos-num-threads=N, ...) and OMP_NUM_THREADS set the threads per rank.
 // Thread defaults (docs/tuning.md): OMP_PROC_BIND=spread OMP_PLACES=threads when the user set
-// neither and binding is safe (applied by re-executing before OpenMP starts), OpenBLAS threads
+// neither, binding is safe and the threads fill the CPUs (fewer stay unbound; applied by
+// re-executing before OpenMP starts), OpenBLAS threads
 // per call as dpk_default_blas_threads below unless OPENBLAS_NUM_THREADS is set; both are
 // printed at start. DPK_THREAD_DEFAULTS=0 turns the binding default off.
 #include <dpk/train.hpp>
@@ -342,7 +343,8 @@ void export_deepmd(std::string const& in, std::string const& out) {
 int main(int argc, char** argv) {
 #if defined(KOKKOS_ENABLE_OPENMP)
   // Before MPI and before the OpenMP runtime has threads: binding defaults need a re-exec.
-  dpk::program::reexec_with_environment_defaults(argv, dpk::program::openmp_binding_defaults());
+  dpk::program::reexec_with_environment_defaults(
+      argv, dpk::program::openmp_binding_defaults(dpk::program::requested_threads(argc, argv)));
 #endif
   dpk::MpiSession mpi(&argc, &argv);
   int status = 0;
