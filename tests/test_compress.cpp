@@ -4,6 +4,7 @@
 // its own energy, both schedules of the tabulated kernels, lookups outside the tables, errors.
 #include <doctest/doctest.h>
 
+#include "brute_distance.hpp"
 #include "water_model_fixture.hpp"
 
 #include <dpk/io/npy.hpp>
@@ -451,20 +452,7 @@ TEST_CASE("min_neighbor_distance equals a brute-force search over periodic image
   auto const coord = frame_array(0, "coord"), box = frame_array(0, "box");
   auto frames = make_frames<double>(coord, box, water_types());
   double const got = model.min_neighbor_distance(Space(), frames);
-  double want = 1e300;
-  for (int i = 0; i < 192; ++i)
-    for (int j = 0; j < 192; ++j)
-      for (int a = -1; a <= 1; ++a)
-        for (int b = -1; b <= 1; ++b)
-          for (int c = -1; c <= 1; ++c) {
-            if (i == j && a == 0 && b == 0 && c == 0) continue;
-            double r2 = 0;
-            for (int d = 0; d < 3; ++d) {
-              double const x = coord[3 * j + d] + a * box[d] + b * box[3 + d] + c * box[6 + d] - coord[3 * i + d];
-              r2 += x * x;
-            }
-            want = std::min(want, std::sqrt(r2));
-          }
+  double const want = dpk_test::brute_min_distance(coord.data(), box.data(), 192);
   MESSAGE("smallest neighbour distance of water frame 0: ", got, " A");
   CHECK(got == doctest::Approx(want).epsilon(1e-14));
 }

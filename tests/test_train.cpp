@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <dpk/parallel/communicator.hpp>
+#include "brute_distance.hpp"
 #include "model_file_test_helpers.hpp"
 #include "train_test_helpers.hpp"
 #include <dpk/train/adam.hpp>
@@ -543,27 +544,12 @@ TEST_CASE("trainer: stop + restart continues bit for bit (float64 and float32)")
   check(float(), "f32");
 }
 
-/// Smallest distance between two atoms of `s` (any frame), periodic images of the 26
-/// neighbouring cells included: enough when that distance is below half the box width.
+/// Smallest distance between two atoms of any frame of `s` (brute force, periodic images).
 double brute_min_distance(dpk::System const& s) {
   double best = std::numeric_limits<double>::infinity();
-  for (int f = 0; f < s.nframes; ++f) {
-    double const* x = &s.coord[std::size_t(f) * s.natoms * 3];
-    double const* box = &s.box[std::size_t(f) * 9];
-    for (int i = 0; i < s.natoms; ++i)
-      for (int j = 0; j < s.natoms; ++j)
-        for (int a = -1; a <= 1; ++a)
-          for (int b = -1; b <= 1; ++b)
-            for (int c = -1; c <= 1; ++c) {
-              if (i == j && a == 0 && b == 0 && c == 0) continue;
-              double r2 = 0;
-              for (int k = 0; k < 3; ++k) {
-                double const d = x[3 * j + k] + a * box[k] + b * box[3 + k] + c * box[6 + k] - x[3 * i + k];
-                r2 += d * d;
-              }
-              best = std::min(best, std::sqrt(r2));
-            }
-  }
+  for (int f = 0; f < s.nframes; ++f)
+    best = std::min(best, dpk_test::brute_min_distance(&s.coord[std::size_t(f) * s.natoms * 3],
+                                                       &s.box[std::size_t(f) * 9], s.natoms));
   return best;
 }
 

@@ -1,0 +1,31 @@
+#pragma once
+// Brute-force smallest distance between two atoms of a frame, periodic images included: the
+// independent reference for dpk's neighbour-distance searches (test_compress, test_train).
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace dpk_test {
+
+/// Smallest distance between two atoms of one frame (`coord`: natoms x 3, `box`: 3 x 3 rows),
+/// images in the 26 neighbouring cells included: exact when it is below half the box width.
+inline double brute_min_distance(double const* coord, double const* box, int natoms) {
+  double best = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < natoms; ++i)
+    for (int j = 0; j < natoms; ++j)
+      for (int a = -1; a <= 1; ++a)
+        for (int b = -1; b <= 1; ++b)
+          for (int c = -1; c <= 1; ++c) {
+            if (i == j && a == 0 && b == 0 && c == 0) continue;
+            double r2 = 0;
+            for (int k = 0; k < 3; ++k) {
+              double const d = coord[3 * j + k] + a * box[k] + b * box[3 + k] + c * box[6 + k] - coord[3 * i + k];
+              r2 += d * d;
+            }
+            best = std::min(best, std::sqrt(r2));
+          }
+  return best;
+}
+
+}  // namespace dpk_test
