@@ -271,9 +271,8 @@ void compress_model(std::string const& in, std::string const& out, std::string c
                                    dpk::BatchSize{false, 1, {}}, 0, {dpk::SamplingMode::sequential, {}});
     rmin = dpk::data_min_neighbor_distance(Space(), model, sampler);
     source = "training data of " + input;
-  } else if (data.training.is_object() && data.training.contains("min_neighbor_distance") &&
-             data.training["min_neighbor_distance"].is_number()) {
-    rmin = data.training["min_neighbor_distance"].get<double>();
+  } else if (auto const stored = dpk::stored_min_neighbor_distance(data)) {
+    rmin = *stored;
     source = "model file";
   } else {
     throw dpk::Error("compress: model '" + in +

@@ -7,11 +7,13 @@
 
 #include <dpk/core/frames.hpp>
 #include <dpk/io/data_sampler.hpp>
+#include <dpk/io/model_file.hpp>
 #include <dpk/model/energy_model.hpp>
 #include <dpk/model/host_batch.hpp>
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 namespace dpk {
 
@@ -38,6 +40,17 @@ double data_min_neighbor_distance(ExecutionSpace const& space, EnergyModel<Scala
     }
   }
   return nearest;
+}
+
+/// Key of the distance in a model file's `training` header.
+inline constexpr char const* min_neighbor_distance_key = "min_neighbor_distance";
+
+/// The distance a model or checkpoint file stores (`training.min_neighbor_distance`), if any.
+inline std::optional<double> stored_min_neighbor_distance(ModelFileData const& data) {
+  auto const& t = data.training;
+  if (t.is_object() && t.contains(min_neighbor_distance_key) && t[min_neighbor_distance_key].is_number())
+    return t[min_neighbor_distance_key].get<double>();
+  return std::nullopt;
 }
 
 }  // namespace dpk

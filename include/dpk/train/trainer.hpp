@@ -333,7 +333,7 @@ class Trainer {
     d.training["numb_steps"] = config_.training.numb_steps;
     d.training["ranks"] = comm_.size();
     d.training["step"] = step_;
-    if (min_neighbor_distance_) d.training["min_neighbor_distance"] = *min_neighbor_distance_;
+    if (min_neighbor_distance_) d.training[min_neighbor_distance_key] = *min_neighbor_distance_;
     if (compression_) d.compression = *compression_;  // compressed training: the frozen tables
     if (checkpoint) {
       d.step = step_;
@@ -537,10 +537,9 @@ class Trainer {
   /// `training.min_neighbor_distance`) when it holds one, else a search over every training
   /// frame on rank 0 (unless skip_neighbor_stat), then the same value on every rank.
   void find_min_neighbor_distance(ModelFileData const& from) {
-    constexpr char const* key = "min_neighbor_distance";
     double distance = 0;  // 0: unknown
-    if (from.training.is_object() && from.training.contains(key) && from.training[key].is_number()) {
-      distance = from.training[key].template get<double>();
+    if (auto const stored = stored_min_neighbor_distance(from)) {
+      distance = *stored;
     } else if (!options_.skip_neighbor_stat && comm_.is_root()) {
       double const found = data_min_neighbor_distance(space_, *model_, *sampler_);
       if (std::isfinite(found)) distance = found;
