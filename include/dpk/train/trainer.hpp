@@ -542,10 +542,13 @@ class Trainer {
       distance = *stored;
     } else if (!options_.skip_neighbor_stat && comm_.is_root()) {
       double const found = data_min_neighbor_distance(space_, *model_, *sampler_);
-      if (std::isfinite(found)) distance = found;
-      if (log())
+      if (std::isfinite(found) && found > 0) distance = found;
+      if (log() && distance > 0)
         *log() << "dpk-train: smallest neighbour distance in the training data: " << distance
                << " A (stored in the model for dpk-train compress)\n";
+      else if (log())
+        *log() << "dpk-train: no atom of the training data has a neighbour within rcut; no distance stored "
+                  "(dpk-train compress will need -t input.json)\n";
     }
     if (comm_.size() > 1) distance = broadcast_vector({distance})[0];
     if (distance > 0) min_neighbor_distance_ = distance;
