@@ -72,6 +72,10 @@ struct LayerParams {
   MatrixView<Scalar, MemorySpace> w;  ///< (n_in, n_out)
   MatrixView<Scalar, MemorySpace> b;  ///< (1, n_out)
   MatrixView<Scalar, MemorySpace> idt;  ///< (1, n_out), or extent 0 when absent
+  /// (n_out, n_in) = w^T for the backward passes' input cotangent gz w^T, or extent 0 (w is
+  /// then read transposed). Host BLAS runs the plain product with the stored transpose 1.3-1.6x
+  /// faster than the transposed one at the embedding nets' sizes (docs/performance.md).
+  MatrixView<Scalar, MemorySpace> wt;
 
   /// Views into `buffer` at `offsets`.
   static LayerParams at(Scalar* buffer, LayerShape const& shape, LayerOffsets const& offsets) {
@@ -102,6 +106,16 @@ TimestepScale<Scalar, MemorySpace> timestep_scale(LayerShape const& shape, Layer
 
 namespace detail {
 
+/// gx = beta gx + gz w^T, through the stored transpose p.wt when the layer has one.
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+void add_input_cotangent(ExecutionSpace const& space, LayerParams<Scalar, MemorySpace> const& p,
+                         MatrixView<Scalar, MemorySpace> gz, Scalar beta, MatrixView<Scalar, MemorySpace> gx) {
+  if (p.wt.extent(0) > 0)
+    blas::gemm(space, "N", "N", Scalar(1), gz, p.wt, beta, gx);
+  else
+    blas::gemm(space, "N", "T", Scalar(1), gz, p.w, beta, gx);
+}
+
 /// The fused elementwise part of a tanh layer, specialised at compile time on the input
 /// (RankOne: z = x(r,0) w(0,c) computed here, else z already in `acc` from the GEMM) and on the
 /// skip rule, so that the body has no runtime selects and host loops vectorise.
@@ -122,7 +136,7 @@ struct DenseTanhKernel {
     }
     Scalar o;
     if constexpr (Tangent) {
-      acc(r, c) = z;
+      if constexpr (RankOne) acc(r, c) = z;  // else z' is already there (from the GEMM)
       Scalar const t = h(r, c);
       o = scale(c) * ((Scalar(1) - t * t) * z);
     } else {
@@ -214,13 +228,14 @@ namespace detail {
 
 /// The fused elementwise part of a tanh layer's backward pass, specialised at compile time.
 /// Reverse = false (first-order): gz = scale g (1 - h^2).
-/// Reverse = true (combined pass, SPEC.md section 8): gz = (scale g - 2 h z' scale g') (1 - h^2)
-/// and, with a timestep, product = h g + (1 - h^2) z' g'.
+/// Reverse = true (combined pass, SPEC.md section 8): gz = (scale g - 2 h z' scale g') (1 - h^2),
+/// the tangent cotangent gzt = scale g' (1 - h^2) (the first-order pass's gz for the seed g', the
+/// same expression: bit for bit) and, with a timestep, product = h g + (1 - h^2) z' g'.
 /// With a skip rule the same pass also writes gx = skip(g) (R, n_in), which the following GEMM
 /// accumulates into; it then runs over n_in columns and covers column c + n_in too (concat).
 template <class Scalar, class MemorySpace, bool Reverse, bool Timestep, Skip SkipRule>
 struct DenseCotangentKernel {
-  MatrixView<Scalar, MemorySpace> h, g, gt, zt, gz, product, gx;
+  MatrixView<Scalar, MemorySpace> h, g, gt, zt, gz, product, gx, gzt;
   TimestepScale<Scalar, MemorySpace> scale;
   int n_in;
 
@@ -231,6 +246,7 @@ struct DenseCotangentKernel {
     if constexpr (Reverse) {
       Scalar const z_t = zt(r, k);
       gz(r, k) = (sc * g(r, k) - Scalar(2) * t * z_t * sc * gt(r, k)) * d;
+      gzt(r, k) = sc * gt(r, k) * d;
       if constexpr (Timestep) product(r, k) = t * g(r, k) + d * z_t * gt(r, k);
     } else {
       gz(r, k) = sc * g(r, k) * d;
@@ -254,13 +270,14 @@ Scalar run_dense_cotangent(ExecutionSpace const& space, char const* label, Layer
                            LayerParams<Scalar, MemorySpace> const& p, MatrixView<Scalar, MemorySpace> h,
                            MatrixView<Scalar, MemorySpace> g, MatrixView<Scalar, MemorySpace> gt,
                            MatrixView<Scalar, MemorySpace> zt, MatrixView<Scalar, MemorySpace> gz,
-                           MatrixView<Scalar, MemorySpace> product, MatrixView<Scalar, MemorySpace> gx) {
+                           MatrixView<Scalar, MemorySpace> product, MatrixView<Scalar, MemorySpace> gx,
+                           MatrixView<Scalar, MemorySpace> gzt = {}) {
   int const rows = static_cast<int>(g.extent(0));
   Skip const skip = gx.extent(0) > 0 ? shape.skip : Skip::none;
   auto launch = [&](auto timestep, auto rule) {
     constexpr Skip rule_v = decltype(rule)::value;
     DenseCotangentKernel<Scalar, MemorySpace, Reverse, decltype(timestep)::value, rule_v> kernel{
-        h, g, gt, zt, gz, product, gx, timestep_scale(shape, p), shape.n_in};
+        h, g, gt, zt, gz, product, gx, gzt, timestep_scale(shape, p), shape.n_in};
     for_each_element(space, label, rows, rule_v == Skip::concat ? shape.n_in : shape.n_out, kernel);
   };
   using None = std::integral_constant<Skip, Skip::none>;
@@ -307,13 +324,13 @@ void layer_backward_input(ExecutionSpace const& space, LayerShape const& shape,
   if (rows == 0) return;
   if (!shape.tanh) {
     Scalar const beta = layer_skip_cotangent(space, shape, g, gx);
-    blas::gemm(space, "N", "T", Scalar(1), g, p.w, beta, gx);
+    detail::add_input_cotangent(space, p, g, beta, gx);
     return;
   }
   MatrixView<Scalar, MemorySpace> none;
   Scalar const beta =
       detail::run_dense_cotangent<false>(space, "dpk::nn::Dense::backward_input", shape, p, h, g, none, none, gz, none, gx);
-  blas::gemm(space, "N", "T", Scalar(1), gz, p.w, beta, gx);
+  detail::add_input_cotangent(space, p, gz, beta, gx);
 }
 
 namespace detail {
@@ -326,11 +343,11 @@ void fill_zero(ExecutionSpace const& space, MatrixView<Scalar, MemorySpace> m) {
 }
 }  // namespace detail
 
-/// Scratch of the reverse pass: gz and product (R, n_out), ones (R, 1) filled with 1, and
+/// Scratch of the reverse pass: gz, gzt and product (R, n_out), ones (R, 1) filled with 1, and
 /// per-thread partial sums of the weight gradient (see blas::gemm_tn_sum).
 template <class Scalar, class MemorySpace>
 struct ReverseScratch {
-  MatrixView<Scalar, MemorySpace> gz, product, ones;
+  MatrixView<Scalar, MemorySpace> gz, gzt, product, ones;
   View1<Scalar, MemorySpace> partials;
 };
 
@@ -339,15 +356,15 @@ struct ReverseScratch {
 /// and tangent passes; g, gt (R, n_out) the output cotangents. Accumulates (+=, or writes when
 /// `accumulate` is false) dW, db, didt into `grad`; writes gx (R, n_in) unless empty.
 /// The tangent cotangents follow the same linear recursion as the first-order backward pass
-/// (layer_backward_input) when seeded alike, so the caller passes that pass's gz as `gzt`
-/// (R, n_out) and gets the input tangent cotangent from there too: no GEMM is spent on it here.
+/// (layer_backward_input) when seeded alike, so the caller passes that pass's output cotangent
+/// of this layer as `gt` and keeps its input cotangent as the next layer's: no GEMM is spent on
+/// it here (its gz, gzt here, is recomputed from gt and h in the elementwise pass).
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 void layer_reverse(ExecutionSpace const& space, LayerShape const& shape, LayerParams<Scalar, MemorySpace> const& p,
                    LayerParams<Scalar, MemorySpace> const& grad, MatrixView<Scalar, MemorySpace> x,
                    MatrixView<Scalar, MemorySpace> xt, MatrixView<Scalar, MemorySpace> h,
                    MatrixView<Scalar, MemorySpace> zt, MatrixView<Scalar, MemorySpace> g,
-                   MatrixView<Scalar, MemorySpace> gt, MatrixView<Scalar, MemorySpace> gzt,
-                   ReverseScratch<Scalar, MemorySpace> const& scratch, MatrixView<Scalar, MemorySpace> gx,
+                   MatrixView<Scalar, MemorySpace> gt, ReverseScratch<Scalar, MemorySpace> const& scratch, MatrixView<Scalar, MemorySpace> gx,
                    bool accumulate = true) {
   static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
   int const rows = static_cast<int>(g.extent(0));
@@ -364,9 +381,11 @@ void layer_reverse(ExecutionSpace const& space, LayerShape const& shape, LayerPa
   // Unlike the first-order pass, the skip is not fused here: the fused concat variant of this
   // wider kernel measured slower (6.7-7.1 vs 4.9 ms per step, double, 2 threads).
   MatrixView<Scalar, MemorySpace> none;  // empty: no skip written here, no second pair below
-  if (act) detail::run_dense_cotangent<true>(space, "dpk::nn::Dense::reverse", shape, p, h, g, gt, zt, gz, product, none);
+  if (act)
+    detail::run_dense_cotangent<true>(space, "dpk::nn::Dense::reverse", shape, p, h, g, gt, zt, gz, product, none,
+                                      scratch.gzt);
   auto const& gz_use = act ? gz : g;
-  auto const& gzt_use = act ? gzt : gt;
+  auto const& gzt_use = act ? scratch.gzt : gt;
   MatrixView<Scalar, MemorySpace> ones_r(scratch.ones.data(), rows, 1);
   // dW += x^T gz + x'^T gz';  db += 1^T gz;  didt += 1^T (h g + h' g')
   Scalar const beta = accumulate ? Scalar(1) : Scalar(0);
@@ -375,7 +394,7 @@ void layer_reverse(ExecutionSpace const& space, LayerShape const& shape, LayerPa
   if (has_idt) blas::gemm_tn_sum(space, Scalar(1), ones_r, product, none, none, beta, grad.idt, scratch.partials);
   if (gx.extent(0) > 0) {
     Scalar const gx_beta = layer_skip_cotangent(space, shape, g, gx);
-    blas::gemm(space, "N", "T", Scalar(1), gz_use, p.w, gx_beta, gx);
+    detail::add_input_cotangent(space, p, gz_use, gx_beta, gx);
   }
 }
 

@@ -36,6 +36,15 @@ class NetworkFamily {
   NetworkFamily(std::vector<LayerShape> shapes, std::vector<std::vector<LayerOffsets>> offsets, std::string label)
       : shapes_(std::move(shapes)), offsets_(std::move(offsets)), label_(std::move(label)) {
     for (auto const& s : shapes_) width_max_ = std::max({width_max_, s.n_in, s.n_out});
+    std::size_t at = 0;
+    transposed_offset_.assign(offsets_.size(), std::vector<std::size_t>(shapes_.size()));
+    for (auto& net : transposed_offset_)
+      for (std::size_t l = 0; l < shapes_.size(); ++l) {
+        net[l] = at;
+        at += std::size_t(shapes_[l].n_in) * shapes_[l].n_out;
+      }
+    transposed_size_ = at;
+    transposed_from_.assign(offsets_.size(), nullptr);
   }
 
   /// On host spaces, the *_blocks passes give each thread a share of the rows and run it in
@@ -68,7 +77,6 @@ class NetworkFamily {
       zt_.resize(layers);
       outt_.resize(layers);
       g1_.resize(layers);
-      gz1_.resize(layers);
     }
     for (std::size_t l = 0; l < layers; ++l) {
       std::size_t const n = static_cast<std::size_t>(shapes_[l].n_out);
@@ -78,7 +86,6 @@ class NetworkFamily {
         grow(zt_[l], rows * n, "zt");
         grow(outt_[l], rows * n, "outt");
         grow(g1_[l], rows * n, "first_order_cotangent");
-        grow(gz1_[l], rows * n, "first_order_gz");
       }
     }
     // Scratch rows: a whole net's rows, or chunk_rows_ per host thread on the chunked path.
@@ -89,6 +96,7 @@ class NetworkFamily {
     for (auto* v : {&g_a_, &g_b_, &gz_}) grow(*v, flat, "cotangent");
     if (tangents) {
       grow(product_, flat, "cotangent");
+      grow(gzt_, flat, "cotangent");
       std::size_t weights_max = 0;
       for (auto const& l : shapes_) weights_max = std::max(weights_max, std::size_t(l.n_in) * l.n_out);
       grow(partials_, std::size_t(std::max(0, ExecutionSpace().concurrency() - 1)) * weights_max, "weight_partials");
@@ -111,6 +119,7 @@ class NetworkFamily {
 
   /// forward() of every block; x0 holds the input of all rows (row r of the shared buffers at r).
   void forward_blocks(ExecutionSpace const& space, Scalar* params, std::vector<RowBlock> const& blocks, Matrix x0) {
+    for (auto const& b : blocks) transpose_weights(space, params, b.net);
     run_blocks(space, blocks, "dpk::nn::NetworkFamily::forward_chunks",
                [&](auto const& on, std::size_t, int net, int r0, int r1) {
                  forward_layers(on, params, net, rows_of(x0, r0, r1), r0, r1);
@@ -154,6 +163,7 @@ class NetworkFamily {
 
   /// Values of net `net` for input x0 (rows [r0, r1), width n_input()).
   void forward(ExecutionSpace const& space, Scalar* params, int net, Matrix x0, int r0, int r1) {
+    transpose_weights(space, params, net);
     forward_layers(space, params, net, x0, r0, r1);
   }
 
@@ -182,6 +192,30 @@ class NetworkFamily {
 
  private:
   Params param(Scalar* buffer, int net, int l) const { return param(buffer, offsets_, net, l); }
+  /// Parameters for a backward pass: with the transpose of w made by the last forward pass of
+  /// net `net`, when that pass read the same buffer (otherwise w is read transposed).
+  Params backward_param(Scalar* buffer, int net, int l) const {
+    Params p = param(buffer, net, l);
+    if (transposed_from_[net] == buffer)
+      p.wt = Matrix(transposed_.data() + transposed_offset_[net][l], shapes_[l].n_out, shapes_[l].n_in);
+    return p;
+  }
+
+  /// Stores w^T of every layer of net `net` (read by the backward passes, see LayerParams::wt)
+  /// on the chunked host path, whose small single-threaded GEMMs gain from it; elsewhere the
+  /// backward passes read w transposed. Runs with each forward pass, whose weights the backward
+  /// passes use.
+  void transpose_weights(ExecutionSpace const& space, Scalar* params, int net) {
+    if (!host_schedule_v<ExecutionSpace> || chunk_rows_ == 0) return;
+    grow(transposed_, transposed_size_, "transposed_weights");
+    for (int l = 0; l < num_layers(); ++l) {
+      auto const w = param(params, net, l).w;
+      Matrix const wt(transposed_.data() + transposed_offset_[net][l], shapes_[l].n_out, shapes_[l].n_in);
+      for_each_element(space, "dpk::nn::NetworkFamily::transpose_weights", shapes_[l].n_in, shapes_[l].n_out,
+                       KOKKOS_LAMBDA(int const r, int const c) { wt(c, r) = w(r, c); });
+    }
+    transposed_from_[net] = params;
+  }
   Params param(Scalar* buffer, std::vector<std::vector<LayerOffsets>> const& offsets, int net, int l) const {
     return Params::at(buffer, shapes_[l], offsets[net][l]);
   }
@@ -229,8 +263,8 @@ class NetworkFamily {
       LayerShape const& s = shapes_[l];
       Matrix gx = l == 0 ? g_in
                          : (keep ? rows_of(g1_[l - 1], s.n_in, r0, r1) : scratch(l % 2 ? g_a_ : g_b_, s.n_in));
-      Matrix gz = keep ? rows_of(gz1_[l], s.n_out, r0, r1) : scratch(gz_, s.n_out);
-      layer_backward_input(space, s, param(params, net, l), rows_of(h_[l], s.n_out, r0, r1), g, gz, gx);
+      Matrix gz = scratch(gz_, s.n_out);
+      layer_backward_input(space, s, backward_param(params, net, l), rows_of(h_[l], s.n_out, r0, r1), g, gz, gx);
       g = gx;
     }
   }
@@ -250,10 +284,11 @@ class NetworkFamily {
       Matrix xt = l == 0 ? x0t : out_tangent(l - 1, r0, r1);
       Matrix gt = l == num_layers() - 1 ? gt_out : rows_of(g1_[l], n, r0, r1);
       Matrix gx = l == 0 ? g_in : scratch(l % 2 ? g_a_ : g_b_, s.n_in);
-      ReverseScratch<Scalar, memory_space> work{scratch(gz_, n), scratch(product_, n), Matrix(ones_.data(), rows, 1),
+      ReverseScratch<Scalar, memory_space> work{scratch(gz_, n), scratch(gzt_, n), scratch(product_, n),
+                                                Matrix(ones_.data(), rows, 1),
                                                 partials_};
-      layer_reverse(space, s, param(params, net, l), param(grads, grad_offsets, net, l), x, xt,
-                    rows_of(h_[l], n, r0, r1), rows_of(zt_[l], n, r0, r1), g, gt, rows_of(gz1_[l], n, r0, r1), work,
+      layer_reverse(space, s, backward_param(params, net, l), param(grads, grad_offsets, net, l), x, xt,
+                    rows_of(h_[l], n, r0, r1), rows_of(zt_[l], n, r0, r1), g, gt, work,
                     gx, accumulate);
       g = gx;
     }
@@ -398,8 +433,12 @@ class NetworkFamily {
   std::size_t slab_size_ = 0;
   std::vector<char> touched_, named_;
   View1<Scalar, memory_space> thread_grads_;
-  std::vector<View1<Scalar, memory_space>> h_, out_, zt_, outt_, g1_, gz1_;
-  View1<Scalar, memory_space> g_a_, g_b_, gz_, product_, ones_, partials_;
+  std::vector<std::vector<std::size_t>> transposed_offset_;  ///< [net][layer] into transposed_
+  std::size_t transposed_size_ = 0;
+  std::vector<Scalar*> transposed_from_;  ///< [net]: the parameter buffer transposed_ holds
+  View1<Scalar, memory_space> transposed_;
+  std::vector<View1<Scalar, memory_space>> h_, out_, zt_, outt_, g1_;
+  View1<Scalar, memory_space> g_a_, g_b_, gz_, gzt_, product_, ones_, partials_;
 };
 
 }  // namespace dpk::nn
