@@ -37,6 +37,10 @@ struct EmbeddingRows {
   View1<int, MemorySpace> scan{"dpk::descriptor::EmbeddingRows::scan", 0};                 ///< (nnets*nloc + 1)
   View1<int, MemorySpace> boundary{"dpk::descriptor::EmbeddingRows::boundary", 0};         ///< (nnets + 1)
   Kokkos::View<int*, Kokkos::HostSpace> boundary_host;  ///< host copy of `boundary`, kept
+  /// Host schedule only (for seeds made row by row, embedding_cotangent_rows): the centre of each
+  /// filled row and its slot; constant row c (c = net * ntypes + centre type) holds -1 - c.
+  View1<int, MemorySpace> row_atom{"dpk::descriptor::EmbeddingRows::row_atom", 0};
+  View1<int, MemorySpace> row_slot{"dpk::descriptor::EmbeddingRows::row_slot", 0};
   std::vector<int> begin, filled;  ///< host: first row and filled rows of each net
   int total_rows = 0;              ///< host: rows of all nets, constant rows included
 
@@ -124,6 +128,29 @@ void build_embedding_rows(ExecutionSpace const& space, View2<int, MemorySpace> c
         int const filled_k = scan((k + 1) * nloc) - scan(k * nloc);
         row_offset(i, tj) = const_base(k) - filled_k + (scan(k * nloc + i) - scan(k * nloc));
       });
+  if constexpr (host_schedule_v<ExecutionSpace>) {
+    ensure_extent(rows.row_atom, std::size_t(rows.total_rows));
+    ensure_extent(rows.row_slot, std::size_t(rows.total_rows));
+    auto row_atom = rows.row_atom;
+    auto row_slot = rows.row_slot;
+    auto sel = rows.sel_offset;
+    Kokkos::parallel_for(
+        "dpk::descriptor::EmbeddingRows::row_maps", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc * ntypes),
+        KOKKOS_LAMBDA(int const p) {
+          int const i = p / ntypes, tj = p % ntypes;
+          int const first = row_offset(i, tj);
+          for (int j = 0; j < count(i, tj); ++j) {
+            row_atom(first + j) = i;
+            row_slot(first + j) = sel(tj) + j;
+          }
+        });
+    Kokkos::parallel_for(
+        "dpk::descriptor::EmbeddingRows::constant_row_maps",
+        Kokkos::RangePolicy<ExecutionSpace>(space, 0, nnets * ntypes), KOKKOS_LAMBDA(int const c) {
+          row_atom(const_base(c / ntypes) + c % ntypes) = -1 - c;
+          row_slot(const_base(c / ntypes) + c % ntypes) = -1;
+        });
+  }
 }
 
 /// Per-batch views the descriptor kernels read (all on the device).
@@ -336,6 +363,91 @@ void zero_constant_rows(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpa
       KOKKOS_LAMBDA(int const p, int const m) { x(const_base(p / ntypes) + p % ntypes, m) = Scalar(0); });
 }
 
+/// The constant (empty-slot) rows of the embedding-output cotangent, gG = (1/nnei) sum over
+/// centres of type ti of n_empty gT Rn0, a fixed-order sum (deterministic for any thread count,
+/// so that training restarts reproduce bit for bit; no atomics). Added to rows const_base(k) + ti
+/// of `gg` (zeroed by the caller), or written to row k * ntypes + ti of `gg` when `compact`.
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+void embedding_cotangent_constants(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
+                                   View3<Scalar, MemorySpace> const& gtm, MatrixView<Scalar, MemorySpace> gg,
+                                   bool compact) {
+  static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
+  using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
+  auto count = in.count;
+  auto types = in.types;
+  auto sel_offset = in.rows.sel_offset;
+  auto const_base = in.rows.const_base;
+  auto empty_row = in.empty_row;
+  int const ntypes = in.ntypes, m1 = in.m1, nloc = in.nloc, nnets = in.rows.nnets;
+  bool const tos = in.type_one_side;
+  Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
+  int const lanes = vector_lanes<ExecutionSpace>();
+  Kokkos::parallel_for(
+      "dpk::descriptor::SeA::Embedding_cotangent_constant",
+      Kokkos::TeamPolicy<ExecutionSpace>(space, nnets * ntypes, 1, lanes), KOKKOS_LAMBDA(Team const& team) {
+        int const k = team.league_rank() / ntypes, ti = team.league_rank() % ntypes;
+        int const tj = tos ? k : k / ntypes;
+        int const crow = compact ? team.league_rank() : const_base(k) + ti;
+        if (compact) team_vector_for(team, m1, [&](int const m) { gg(crow, m) = Scalar(0); });
+        if (!tos && k % ntypes != ti) return;  // net (ti', tj) only sees centres of type ti'
+        int const block = sel_offset(tj + 1) - sel_offset(tj);
+        Scalar const e0 = empty_row(ti, tj, 0) * inv_nnei, e1 = empty_row(ti, tj, 1) * inv_nnei,
+                     e2 = empty_row(ti, tj, 2) * inv_nnei, e3 = empty_row(ti, tj, 3) * inv_nnei;
+        for (int i = 0; i < nloc; ++i) {
+          int const empty = block - count(i, tj);
+          if (types(i) != ti || empty == 0) continue;
+          Scalar const w = Scalar(empty);
+          team_vector_for(team, m1, [&](int const m) {
+            gg(crow, m) += w * (gtm(i, 0, m) * e0 + gtm(i, 1, m) * e1 + gtm(i, 2, m) * e2 + gtm(i, 3, m) * e3);
+          });
+        }
+      });
+}
+
+/// Rows [r0, r1) of the embedding-output cotangent that embedding_cotangent writes, into `out`
+/// (r1 - r0, M1), computed in the calling host thread (host schedule: the chunked network passes
+/// make their seeds chunk by chunk, so that gG never goes through memory). Filled rows from gT
+/// (and A, v when `v` is non-empty), the same expressions as embedding_cotangent; constant rows
+/// from `constants` (embedding_cotangent_constants with `compact`), or zero when it is empty.
+template <class Scalar, class MemorySpace>
+void embedding_cotangent_rows(SeAInputs<Scalar, MemorySpace> const& in, View3<Scalar, MemorySpace> const& gtm,
+                              View3<Scalar, MemorySpace> const& a, View3<Scalar, MemorySpace> const& v,
+                              MatrixView<Scalar, MemorySpace> constants, int r0, int r1,
+                              MatrixView<Scalar, MemorySpace> out) {
+  static_assert(accessible_v<InThread, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
+  auto const& env = in.env;
+  int const m1 = in.m1;
+  bool const with_v = v.extent(0) > 0;
+  Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
+  for (int r = r0; r < r1; ++r) {
+    int const i = in.rows.row_atom(r);
+    Scalar* const o = &out(r - r0, 0);
+    if (i < 0) {
+      Scalar const* const c = constants.extent(0) > 0 ? &constants(-1 - i, 0) : nullptr;
+      DPK_SIMD_LOOP
+      for (int m = 0; m < m1; ++m) o[m] = c != nullptr ? c[m] : Scalar(0);
+      continue;
+    }
+    int const slot = in.rows.row_slot(r);
+    Scalar const* const gr = &gtm(i, 0, 0);
+    Scalar const r_0 = env(i, slot, 0) * inv_nnei, r_1 = env(i, slot, 1) * inv_nnei, r_2 = env(i, slot, 2) * inv_nnei,
+                 r_3 = env(i, slot, 3) * inv_nnei;
+    if (with_v) {
+      Scalar const* const ar = &a(i, 0, 0);
+      Scalar const v0 = v(i, slot, 0) * inv_nnei, v1 = v(i, slot, 1) * inv_nnei, v2 = v(i, slot, 2) * inv_nnei,
+                   v3 = v(i, slot, 3) * inv_nnei;
+      DPK_SIMD_LOOP
+      for (int m = 0; m < m1; ++m)
+        o[m] = gr[m] * r_0 + gr[m1 + m] * r_1 + gr[2 * m1 + m] * r_2 + gr[3 * m1 + m] * r_3 + ar[m] * v0 +
+               ar[m1 + m] * v1 + ar[2 * m1 + m] * v2 + ar[3 * m1 + m] * v3;
+    } else {
+      DPK_SIMD_LOOP
+      for (int m = 0; m < m1; ++m)
+        o[m] = gr[m] * r_0 + gr[m1 + m] * r_1 + gr[2 * m1 + m] * r_2 + gr[3 * m1 + m] * r_3;
+    }
+  }
+}
+
 /// Cotangent of the embedding outputs on filled rows: gG_j = (1/nnei)(gT Rn_j + A v_j)
 /// (A, v may be empty: then gG_j = (1/nnei) gT Rn_j). On the constant rows (when
 /// `constant_rows`): gG = (1/nnei) sum over centres of type ti of n_empty gT Rn0 (fixed order),
@@ -389,27 +501,7 @@ void embedding_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
         }
       });
   if (!constant_rows) return;
-  // Constant rows: a fixed-order sum over the centres of each type (deterministic for any
-  // thread count, so that training restarts reproduce bit for bit; no atomics).
-  int const nloc = in.nloc, nnets = in.rows.nnets;
-  Kokkos::parallel_for(
-      "dpk::descriptor::SeA::Embedding_cotangent_constant",
-      Kokkos::TeamPolicy<ExecutionSpace>(space, nnets * ntypes, 1, lanes), KOKKOS_LAMBDA(Team const& team) {
-        int const k = team.league_rank() / ntypes, ti = team.league_rank() % ntypes;
-        int const tj = tos ? k : k / ntypes;
-        if (!tos && k % ntypes != ti) return;  // net (ti', tj) only sees centres of type ti'
-        int const crow = const_base(k) + ti, block = sel_offset(tj + 1) - sel_offset(tj);
-        Scalar const e0 = empty_row(ti, tj, 0) * inv_nnei, e1 = empty_row(ti, tj, 1) * inv_nnei,
-                     e2 = empty_row(ti, tj, 2) * inv_nnei, e3 = empty_row(ti, tj, 3) * inv_nnei;
-        for (int i = 0; i < nloc; ++i) {
-          int const empty = block - count(i, tj);
-          if (types(i) != ti || empty == 0) continue;
-          Scalar const w = Scalar(empty);
-          team_vector_for(team, m1, [&](int const m) {
-            gg(crow, m) += w * (gtm(i, 0, m) * e0 + gtm(i, 1, m) * e1 + gtm(i, 2, m) * e2 + gtm(i, 3, m) * e3);
-          });
-        }
-      });
+  embedding_cotangent_constants(space, in, gtm, gg, false);
 }
 
 /// g_j = dE/dRn_j = (1/nnei) A^T G_j + e0 gs_j on filled slots, 0 on empty slots; (nloc, nnei, 4).

@@ -198,8 +198,13 @@ class DescriptorStage {
                        Matrix de_ds, View3<Scalar, memory_space> const& de_drn) {
     descriptor_cotangent(space, layout.in, de_dd, t, a, false);
     if (compressed()) return tabulated_environment_cotangent(space, layout.in, table_, a, de_drn, table_schedule_);
-    embedding_cotangent(space, layout.in, a, de_dg, false);
-    embedding_.backward_input_blocks(space, params, layout.embedding_blocks, de_dg, de_ds);
+    if (embedding_.uses_seeds()) {  // dE/dG made chunk by chunk (de_dg is not written)
+      embedding_.backward_input_blocks(space, params, layout.embedding_blocks, Matrix(), de_ds,
+                                       first_order_seed(layout, a));
+    } else {
+      embedding_cotangent(space, layout.in, a, de_dg, false);
+      embedding_.backward_input_blocks(space, params, layout.embedding_blocks, de_dg, de_ds);
+    }
     environment_cotangent(space, layout.in, a, embedding_.output(0, layout.embedding_rows()), de_ds, de_drn);
   }
 
@@ -228,6 +233,20 @@ class DescriptorStage {
     // gT = Gamma T< + pad(Gamma^T T) + Delta T'< + pad(Delta^T T');  gT' = A (first-order pass).
     descriptor_cotangent(space, layout.in, dl_dd, t, dl_dt, false);
     descriptor_cotangent(space, layout.in, de_dd, t_tangent, dl_dt, true);
+    if (embedding_.uses_seeds()) {  // both seeds made chunk by chunk (dl_dg, de_dg are not read)
+      auto const& in = layout.in;
+      int const constant_rows = in.rows.nnets * in.ntypes;
+      ensure_extent(seed_constants_, std::size_t(constant_rows) * m1_);
+      Matrix const constants(seed_constants_.data(), constant_rows, m1_);
+      embedding_cotangent_constants(space, in, dl_dt, constants, true);
+      space.fence();
+      auto seed = [&in, dl_dt, a, v, constants](int r0, int r1, Matrix out) {
+        embedding_cotangent_rows(in, dl_dt, a, v, constants, r0, r1, out);
+      };
+      embedding_.reverse_blocks(space, params, grads, layout.embedding_blocks, s, s_tangent, Matrix(), Matrix(),
+                                Matrix(), accumulate, seed, first_order_seed(layout, a));
+      return;
+    }
     embedding_cotangent(space, layout.in, dl_dt, dl_dg, true, a, v);
     embedding_.reverse_blocks(space, params, grads, layout.embedding_blocks, s, s_tangent, dl_dg, de_dg, Matrix(),
                               accumulate);
@@ -246,7 +265,15 @@ class DescriptorStage {
     return static_cast<int>(rows);
   }
 
+  /// The first-order pass's embedding-output seed dE/dG = (1/nnei) A Rn, row by row (host schedule).
+  typename nn::NetworkFamily<Scalar, ExecutionSpace>::Seed first_order_seed(Layout const& layout,
+                                                                            View3<Scalar, memory_space> const& a) const {
+    auto const& in = layout.in;
+    return [&in, a](int r0, int r1, Matrix out) { embedding_cotangent_rows(in, a, {}, {}, Matrix(), r0, r1, out); };
+  }
+
   DescriptorConfig config_;
+  View1<Scalar, memory_space> seed_constants_{"dpk::model::embedding_seed_constants", 0};
   int ntypes_ = 0, nnei_ = 0, m1_ = 0, m2_ = 0;
   std::vector<int> sel_offset_;
   std::vector<nn::LayerShape> shapes_;

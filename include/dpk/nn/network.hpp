@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,10 @@ class NetworkFamily {
   using memory_space = typename ExecutionSpace::memory_space;
   using Matrix = MatrixView<Scalar, memory_space>;
   using Params = LayerParams<Scalar, memory_space>;
+  /// Writes rows [r0, r1) of a pass's output-side seed into `out` (r1 - r0, n_output()) from
+  /// inside a host thread: lets the chunked host path make each chunk's seed when it needs it
+  /// instead of reading a whole-batch seed matrix (see backward_input_blocks, reverse_blocks).
+  using Seed = std::function<void(int r0, int r1, Matrix out)>;
 
   NetworkFamily() = default;
   /// `shapes` of every net; `offsets[net][layer]` into the flat parameter buffer; `label` names allocations.
@@ -93,10 +98,11 @@ class NetworkFamily {
     if (host_schedule_v<ExecutionSpace> && chunk_rows_ > 0)
       scratch_rows = std::max(rows, std::size_t(ExecutionSpace().concurrency()) * chunk_rows_);
     std::size_t const flat = scratch_rows * static_cast<std::size_t>(width_max_);
-    for (auto* v : {&g_a_, &g_b_, &gz_}) grow(*v, flat, "cotangent");
+    for (auto* v : {&g_a_, &g_b_, &gz_, &seed_g_}) grow(*v, flat, "cotangent");
     if (tangents) {
       grow(product_, flat, "cotangent");
       grow(gzt_, flat, "cotangent");
+      grow(seed_gt_, flat, "cotangent");
       std::size_t weights_max = 0;
       for (auto const& l : shapes_) weights_max = std::max(weights_max, std::size_t(l.n_in) * l.n_out);
       grow(partials_, std::size_t(std::max(0, ExecutionSpace().concurrency() - 1)) * weights_max, "weight_partials");
@@ -134,24 +140,35 @@ class NetworkFamily {
                });
   }
 
-  /// backward_input() of every block; g_out and g_in indexed by buffer row.
+  /// backward_input() of every block; g_out and g_in indexed by buffer row. With `seed` (only on
+  /// the chunked host path, see uses_seeds()) g_out is not read: each chunk's rows come from it.
   void backward_input_blocks(ExecutionSpace const& space, Scalar* params, std::vector<RowBlock> const& blocks,
-                             Matrix g_out, Matrix g_in) {
+                             Matrix g_out, Matrix g_in, Seed const& seed = {}) {
+    require(!seed || uses_seeds(), "nn::NetworkFamily::backward_input_blocks: seeds need the chunked host path");
     run_blocks(space, blocks, "dpk::nn::NetworkFamily::backward_input_chunks",
                [&](auto const& on, std::size_t s0, int net, int r0, int r1) {
-                 backward_input_layers(on, params, net, r0, r1, rows_of(g_out, r0, r1), rows_of(g_in, r0, r1), s0);
+                 Matrix g = seed ? seed_rows(seed, seed_g_, s0, r0, r1) : rows_of(g_out, r0, r1);
+                 backward_input_layers(on, params, net, r0, r1, g, rows_of(g_in, r0, r1), s0);
                });
   }
+
+  /// True where the *_blocks passes take seeds: host spaces with chunks (set_host_chunk_rows).
+  bool uses_seeds() const { return host_schedule_v<ExecutionSpace> && chunk_rows_ > 0; }
 
   /// reverse() of every block (x0, x0t, g_out, gt_out, g_in indexed by buffer row; g_in may be
   /// empty). The gradient of each net named in `blocks` is accumulated or overwritten as in
   /// reverse(); on the chunked host path each worker sums into its own buffer and the buffers
   /// are added in worker order (deterministic for a fixed thread count).
+  /// With `seed` and `seed_t` (only where uses_seeds()) g_out and gt_out are not read: each
+  /// chunk's rows come from them.
   void reverse_blocks(ExecutionSpace const& space, Scalar* params, Scalar* grads, std::vector<RowBlock> const& blocks,
-                      Matrix x0, Matrix x0t, Matrix g_out, Matrix gt_out, Matrix g_in, bool accumulate = true) {
+                      Matrix x0, Matrix x0t, Matrix g_out, Matrix gt_out, Matrix g_in, bool accumulate = true,
+                      Seed const& seed = {}, Seed const& seed_t = {}) {
+    require(bool(seed) == bool(seed_t) && (!seed || uses_seeds()),
+            "nn::NetworkFamily::reverse_blocks: seeds come in pairs and need the chunked host path");
     if constexpr (host_schedule_v<ExecutionSpace>) {
       if (chunk_rows_ > 0) {
-        reverse_chunks(space, params, grads, blocks, x0, x0t, g_out, gt_out, g_in, accumulate);
+        reverse_chunks(space, params, grads, blocks, x0, x0t, g_out, gt_out, g_in, accumulate, seed, seed_t);
         return;
       }
     }
@@ -313,7 +330,8 @@ class NetworkFamily {
 
   /// The chunked host reverse pass (see reverse_blocks).
   void reverse_chunks(ExecutionSpace const& space, Scalar* params, Scalar* grads, std::vector<RowBlock> const& blocks,
-                      Matrix x0, Matrix x0t, Matrix g_out, Matrix gt_out, Matrix g_in, bool accumulate) {
+                      Matrix x0, Matrix x0t, Matrix g_out, Matrix gt_out, Matrix g_in, bool accumulate,
+                      Seed const& seed, Seed const& seed_t) {
     reserve_thread_gradients();
     int const nets = num_nets();
     std::fill(touched_.begin(), touched_.end(), char(0));
@@ -321,9 +339,11 @@ class NetworkFamily {
     std::size_t const slab = slab_size_;
     for_each_chunk(space, blocks, "dpk::nn::NetworkFamily::reverse_chunks", [&](int worker, int net, int r0, int r1) {
       char& seen = touched_[std::size_t(worker) * nets + net];
+      std::size_t const s0 = scratch_start(worker);
+      Matrix const g = seed ? seed_rows(seed, seed_g_, s0, r0, r1) : rows_of(g_out, r0, r1);
+      Matrix const gt = seed_t ? seed_rows(seed_t, seed_gt_, s0, r0, r1) : rows_of(gt_out, r0, r1);
       reverse_layers(InThread{}, params, slabs + worker * slab, slab_offsets_, net, rows_of(x0, r0, r1),
-                     rows_of(x0t, r0, r1), r0, r1, rows_of(g_out, r0, r1), rows_of(gt_out, r0, r1),
-                     rows_of(g_in, r0, r1), seen != 0, scratch_start(worker));
+                     rows_of(x0t, r0, r1), r0, r1, g, gt, rows_of(g_in, r0, r1), seen != 0, s0);
       seen = 1;
     });
     // grads = [grads +] the workers' sums in worker order, for every net named in blocks.
@@ -341,6 +361,13 @@ class NetworkFamily {
           grads[slab_destination_[j]] = sum;
         });
     space.fence();
+  }
+
+  /// Rows [r0, r1) of `seed` written into the worker's buffer `v` at scratch element s0.
+  Matrix seed_rows(Seed const& seed, View1<Scalar, memory_space> const& v, std::size_t s0, int r0, int r1) const {
+    Matrix const out(v.data() + s0, r1 - r0, n_output());
+    seed(r0, r1, out);
+    return out;
   }
 
   /// First scratch element of `worker` on the chunked path.
@@ -439,6 +466,7 @@ class NetworkFamily {
   View1<Scalar, memory_space> transposed_;
   std::vector<View1<Scalar, memory_space>> h_, out_, zt_, outt_, g1_;
   View1<Scalar, memory_space> g_a_, g_b_, gz_, gzt_, product_, ones_, partials_;
+  View1<Scalar, memory_space> seed_g_, seed_gt_;  ///< chunk seeds (value, tangent) per worker
 };
 
 }  // namespace dpk::nn
