@@ -237,6 +237,27 @@ KOKKOS_INLINE_FUNCTION void add_outer_product(Team const& team, Scalar* t, Scala
   });
 }
 
+/// D_i(m, n) = sum_c T(c, m) T(c, n) into `dr` (M1 x M2, row-major) from the (4, M1) block `tr`
+/// of T; with a tangent, D' = sum_c T'(c, m) T(c, n) + T(c, m) T'(c, n) (tr: T', tv: T).
+/// `rows(m1, m2, f)` runs f(m, n) over the block (a team's lanes, or plain loops).
+template <class Rows, class Scalar>
+KOKKOS_INLINE_FUNCTION void descriptor_block(Rows const& rows, Scalar const* tr, Scalar const* tv, bool tangent,
+                                             int m1, int m2, Scalar* dr) {
+  if (!tangent) {
+    rows(m1, m2, [&](int const m, int const n) {
+      Scalar sum = 0;
+      for (int c = 0; c < 4; ++c) sum += tr[c * m1 + m] * tr[c * m1 + n];
+      dr[m * m2 + n] = sum;
+    });
+  } else {
+    rows(m1, m2, [&](int const m, int const n) {
+      Scalar sum = 0;
+      for (int c = 0; c < 4; ++c) sum += tr[c * m1 + m] * tv[c * m1 + n] + tv[c * m1 + m] * tr[c * m1 + n];
+      dr[m * m2 + n] = sum;
+    });
+  }
+}
+
 /// T_i = (1/nnei) sum_j G_j^T Rn_j (M1 x 4, empty slots via the constant rows; every T-shaped
 /// array here is stored transposed, (nloc, 4, M1), so that loops over features are contiguous) and
 /// D_i = T_i T_i<^T (M1 x M2) written to row position(i) of `d` (nloc, M1*M2).
@@ -305,24 +326,119 @@ void contract_descriptor(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
           }
         }
         team.team_barrier();
-        // D_i(m, n) = sum_c T(c, m) T(c, n) (tangent: T'(c, m) T(c, n) + T(c, m) T'(c, n)).
-        Scalar const* const tv = tangent ? &t_value(i, 0, 0) : tr;
         if (position(i) >= centre_rows) return;  // not a centre: its D row is never read
-        Scalar* const dr = &d(position(i), 0);
-        if (!tangent) {
-          team_vector_for_rows(team, m1, m2, [&](int const m, int const n) {
-            Scalar sum = 0;
-            for (int c = 0; c < 4; ++c) sum += tr[c * m1 + m] * tr[c * m1 + n];
-            dr[m * m2 + n] = sum;
-          });
-        } else {
-          team_vector_for_rows(team, m1, m2, [&](int const m, int const n) {
-            Scalar sum = 0;
-            for (int c = 0; c < 4; ++c) sum += tr[c * m1 + m] * tv[c * m1 + n] + tv[c * m1 + m] * tr[c * m1 + n];
-            dr[m * m2 + n] = sum;
-          });
-        }
+        auto rows = [&](int const nr, int const nc, auto const& f) { team_vector_for_rows(team, nr, nc, f); };
+        descriptor_block(rows, tr, tangent ? &t_value(i, 0, 0) : tr, tangent, m1, m2, &d(position(i), 0));
       });
+}
+
+/// Adds the filled rows among [r0, r1) of G (`g`: r1 - r0, M1) to a partial T (nloc, 4, M1) in
+/// the calling host thread: T_i += (1/nnei) G_j^T Rn_j for each row j of centre i; with a
+/// tangent (`v` non-empty: `g` holds G', `g_value` all rows of G) T'_i += (1/nnei)(G'_j Rn_j^T +
+/// G_j v_j^T). Constant rows are skipped (finish_contraction adds them). Lets the chunked
+/// embedding passes sum T while a chunk's G is in cache (host schedule).
+template <class Scalar, class MemorySpace>
+void contract_rows(SeAInputs<Scalar, MemorySpace> const& in, MatrixView<Scalar, MemorySpace> g, int r0, int r1,
+                   Scalar* partial, View3<Scalar, MemorySpace> const& v = {},
+                   MatrixView<Scalar, MemorySpace> g_value = {}) {
+  static_assert(accessible_v<InThread, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
+  auto const& env = in.env;
+  int const m1 = in.m1;
+  bool const tangent = v.extent(0) > 0;
+  Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
+  for (int r = r0; r < r1; ++r) {
+    int const i = in.rows.row_atom(r);
+    if (i < 0) continue;
+    int const slot = in.rows.row_slot(r);
+    Scalar const r_0 = env(i, slot, 0) * inv_nnei, r_1 = env(i, slot, 1) * inv_nnei, r_2 = env(i, slot, 2) * inv_nnei,
+                 r_3 = env(i, slot, 3) * inv_nnei;
+    Scalar* const t = partial + std::size_t(i) * 4 * m1;
+    Scalar const* const gr = &g(r - r0, 0);
+    if (!tangent) {
+      DPK_SIMD_LOOP
+      for (int m = 0; m < m1; ++m) {
+        Scalar const gm = gr[m];
+        t[m] += gm * r_0;
+        t[m1 + m] += gm * r_1;
+        t[2 * m1 + m] += gm * r_2;
+        t[3 * m1 + m] += gm * r_3;
+      }
+    } else {
+      Scalar const v0 = v(i, slot, 0) * inv_nnei, v1 = v(i, slot, 1) * inv_nnei, v2 = v(i, slot, 2) * inv_nnei,
+                   v3 = v(i, slot, 3) * inv_nnei;
+      Scalar const* const gv = &g_value(r, 0);
+      DPK_SIMD_LOOP
+      for (int m = 0; m < m1; ++m) {
+        Scalar const gtm = gr[m], gm = gv[m];
+        t[m] += gtm * r_0 + gm * v0;
+        t[m1 + m] += gtm * r_1 + gm * v1;
+        t[2 * m1 + m] += gtm * r_2 + gm * v2;
+        t[3 * m1 + m] += gtm * r_3 + gm * v3;
+      }
+    }
+  }
+}
+
+/// T (or T') from `workers` partial sums of contract_rows (`partials`: workers x (nloc, 4, M1),
+/// added in worker order), plus the empty slots' terms through the constant rows of G (values
+/// only), then D (or D' with T in `t_value`) as contract_descriptor does. Host schedule.
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+void finish_contraction(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
+                        View1<Scalar, MemorySpace> const& partials, int workers, MatrixView<Scalar, MemorySpace> g,
+                        View3<Scalar, MemorySpace> const& t_out, MatrixView<Scalar, MemorySpace> d, bool tangent,
+                        View3<Scalar, MemorySpace> const& t_value = {}) {
+  static_assert(host_schedule_v<ExecutionSpace>, "finish_contraction: host schedule only");
+  auto count = in.count;
+  auto types = in.types;
+  auto sel_offset = in.rows.sel_offset;
+  auto const_base = in.rows.const_base;
+  auto empty_row = in.empty_row;
+  auto position = in.position;
+  int const ntypes = in.ntypes, m1 = in.m1, m2 = in.m2, nloc = in.nloc;
+  int const centre_rows = in.centre_rows < 0 ? nloc : in.centre_rows;
+  bool const tos = in.type_one_side;
+  Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
+  std::size_t const per_worker = std::size_t(nloc) * 4 * m1;
+  Scalar const* const sums = partials.data();
+  Kokkos::parallel_for(
+      tangent ? "dpk::descriptor::SeA::Descriptor_tangent_finish" : "dpk::descriptor::SeA::Descriptor_finish",
+      Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc), [=](int const i) {
+        Scalar* const tr = &t_out(i, 0, 0);
+        Scalar const* const first = sums + std::size_t(i) * 4 * m1;
+        for (int k = 0; k < 4 * m1; ++k) tr[k] = first[k];
+        for (int w = 1; w < workers; ++w) {
+          Scalar const* const part = first + w * per_worker;
+          DPK_SIMD_LOOP
+          for (int k = 0; k < 4 * m1; ++k) tr[k] += part[k];
+        }
+        int const ti = types(i);
+        for (int tj = 0; !tangent && tj < ntypes; ++tj) {
+          int const empty = sel_offset(tj + 1) - sel_offset(tj) - count(i, tj);
+          if (empty == 0) continue;
+          int const k = EmbeddingRows<MemorySpace>::net_of(tos, ntypes, ti, tj);
+          Scalar const w = Scalar(empty) * inv_nnei;
+          Scalar const e0 = empty_row(ti, tj, 0) * w, e1 = empty_row(ti, tj, 1) * w, e2 = empty_row(ti, tj, 2) * w,
+                       e3 = empty_row(ti, tj, 3) * w;
+          Scalar const* const gr = &g(const_base(k) + ti, 0);
+          DPK_SIMD_LOOP
+          for (int m = 0; m < m1; ++m) {
+            Scalar const gm = gr[m];
+            tr[m] += gm * e0;
+            tr[m1 + m] += gm * e1;
+            tr[2 * m1 + m] += gm * e2;
+            tr[3 * m1 + m] += gm * e3;
+          }
+        }
+        if (position(i) >= centre_rows) return;  // not a centre: its D row is never read
+        auto rows = [](int const nr, int const nc, auto const& f) {
+          for (int m = 0; m < nr; ++m) {
+            DPK_SIMD_LOOP
+            for (int n = 0; n < nc; ++n) f(m, n);
+          }
+        };
+        descriptor_block(rows, tr, tangent ? &t_value(i, 0, 0) : tr, tangent, m1, m2, &d(position(i), 0));
+      });
+  space.fence();
 }
 
 /// Cotangent of T from a cotangent of D (M1 x M2, row position(i) of `gd`):

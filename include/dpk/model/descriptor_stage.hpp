@@ -21,6 +21,7 @@
 #include <dpk/neighbor/neighbor_search.hpp>
 #include <dpk/nn/network.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -188,8 +189,22 @@ class DescriptorStage {
                View3<Scalar, memory_space> const& t, Matrix d) {
     if (compressed()) return tabulated_descriptor(space, layout.in, table_, t, d, table_schedule_);
     gather_embedding_column(space, layout.in, env, true, s);
+    Matrix const g = embedding_.output(0, layout.embedding_rows());
+    if constexpr (host_schedule_v<ExecutionSpace>) {
+      if (embedding_.uses_seeds()) {  // T summed chunk by chunk while each chunk's G is in cache
+        Scalar* const partials = zeroed_t_partials(space, layout);
+        std::size_t const per_worker = t_partial_size(layout);
+        auto const& in = layout.in;
+        embedding_.forward_blocks(space, params, layout.embedding_blocks, s,
+                                  [&in, partials, per_worker](int worker, int r0, int r1, Matrix rows) {
+                                    contract_rows(in, rows, r0, r1, partials + worker * per_worker);
+                                  });
+        finish_contraction(space, in, t_partials_, host_workers(space), g, t, d, false);
+        return;
+      }
+    }
     embedding_.forward_blocks(space, params, layout.embedding_blocks, s);
-    contract_descriptor(space, layout.in, embedding_.output(0, layout.embedding_rows()), t, d);
+    contract_descriptor(space, layout.in, g, t, d);
   }
 
   /// From dE/dD (`de_dd`, fitting-row order) and T: A = dE/dT, dE/dG, dE/ds and g = dE/dRn.
@@ -198,14 +213,17 @@ class DescriptorStage {
                        Matrix de_ds, View3<Scalar, memory_space> const& de_drn) {
     descriptor_cotangent(space, layout.in, de_dd, t, a, false);
     if (compressed()) return tabulated_environment_cotangent(space, layout.in, table_, a, de_drn, table_schedule_);
-    if (embedding_.uses_seeds()) {  // dE/dG made chunk by chunk (de_dg is not written)
-      embedding_.backward_input_blocks(space, params, layout.embedding_blocks, Matrix(), de_ds,
-                                       first_order_seed(layout, a));
-    } else {
-      embedding_cotangent(space, layout.in, a, de_dg, false);
-      embedding_.backward_input_blocks(space, params, layout.embedding_blocks, de_dg, de_ds);
+    Matrix const g = embedding_.output(0, layout.embedding_rows());
+    if constexpr (host_schedule_v<ExecutionSpace>) {
+      if (embedding_.uses_seeds()) {  // dE/dG made chunk by chunk (de_dg is not written)
+        embedding_.backward_input_blocks(space, params, layout.embedding_blocks, Matrix(), de_ds,
+                                         first_order_seed(layout, a));
+        return environment_cotangent(space, layout.in, a, g, de_ds, de_drn);
+      }
     }
-    environment_cotangent(space, layout.in, a, embedding_.output(0, layout.embedding_rows()), de_ds, de_drn);
+    embedding_cotangent(space, layout.in, a, de_dg, false);
+    embedding_.backward_input_blocks(space, params, layout.embedding_blocks, de_dg, de_ds);
+    environment_cotangent(space, layout.in, a, g, de_ds, de_drn);
   }
 
   /// Tangent pass along the direction `v` (nloc, nnei, 4) of the environment rows: T' and D'
@@ -217,6 +235,20 @@ class DescriptorStage {
       return tabulated_descriptor_tangent(space, layout.in, table_, v, t, t_tangent, d_tangent, table_schedule_);
     int const rows = layout.embedding_rows();
     gather_embedding_column(space, layout.in, v, false, s_tangent);
+    if constexpr (host_schedule_v<ExecutionSpace>) {
+      if (embedding_.uses_seeds()) {  // T' summed chunk by chunk; G' itself is never stored
+        Scalar* const partials = zeroed_t_partials(space, layout);
+        std::size_t const per_worker = t_partial_size(layout);
+        auto const& in = layout.in;
+        Matrix const g = embedding_.output(0, rows);
+        embedding_.tangent_blocks(space, params, layout.embedding_blocks, s_tangent,
+                                  [&in, partials, per_worker, v, g](int worker, int r0, int r1, Matrix rows_t) {
+                                    contract_rows(in, rows_t, r0, r1, partials + worker * per_worker, v, g);
+                                  });
+        finish_contraction(space, in, t_partials_, host_workers(space), g, t_tangent, d_tangent, true, t);
+        return;
+      }
+    }
     embedding_.tangent_blocks(space, params, layout.embedding_blocks, s_tangent);
     contract_descriptor(space, layout.in, embedding_.output(0, rows), t_tangent, d_tangent,
                         embedding_.output_tangent(0, rows), v, t);
@@ -233,19 +265,21 @@ class DescriptorStage {
     // gT = Gamma T< + pad(Gamma^T T) + Delta T'< + pad(Delta^T T');  gT' = A (first-order pass).
     descriptor_cotangent(space, layout.in, dl_dd, t, dl_dt, false);
     descriptor_cotangent(space, layout.in, de_dd, t_tangent, dl_dt, true);
-    if (embedding_.uses_seeds()) {  // both seeds made chunk by chunk (dl_dg, de_dg are not read)
-      auto const& in = layout.in;
-      int const constant_rows = in.rows.nnets * in.ntypes;
-      ensure_extent(seed_constants_, std::size_t(constant_rows) * m1_);
-      Matrix const constants(seed_constants_.data(), constant_rows, m1_);
-      embedding_cotangent_constants(space, in, dl_dt, constants, true);
-      space.fence();
-      auto seed = [&in, dl_dt, a, v, constants](int r0, int r1, Matrix out) {
-        embedding_cotangent_rows(in, dl_dt, a, v, constants, r0, r1, out);
-      };
-      embedding_.reverse_blocks(space, params, grads, layout.embedding_blocks, s, s_tangent, Matrix(), Matrix(),
-                                Matrix(), accumulate, seed, first_order_seed(layout, a));
-      return;
+    if constexpr (host_schedule_v<ExecutionSpace>) {
+      if (embedding_.uses_seeds()) {  // both seeds made chunk by chunk (dl_dg, de_dg are not read)
+        auto const& in = layout.in;
+        int const constant_rows = in.rows.nnets * in.ntypes;
+        ensure_extent(seed_constants_, std::size_t(constant_rows) * m1_);
+        Matrix const constants(seed_constants_.data(), constant_rows, m1_);
+        embedding_cotangent_constants(space, in, dl_dt, constants, true);
+        space.fence();
+        auto seed = [&in, dl_dt, a, v, constants](int r0, int r1, Matrix out) {
+          embedding_cotangent_rows(in, dl_dt, a, v, constants, r0, r1, out);
+        };
+        embedding_.reverse_blocks(space, params, grads, layout.embedding_blocks, s, s_tangent, Matrix(), Matrix(),
+                                  Matrix(), accumulate, seed, first_order_seed(layout, a));
+        return;
+      }
     }
     embedding_cotangent(space, layout.in, dl_dt, dl_dg, true, a, v);
     embedding_.reverse_blocks(space, params, grads, layout.embedding_blocks, s, s_tangent, dl_dg, de_dg, Matrix(),
@@ -265,6 +299,20 @@ class DescriptorStage {
     return static_cast<int>(rows);
   }
 
+  /// Host workers of the chunked passes (one partial T each), elements of one partial T, and
+  /// all partials zeroed (host schedule).
+  static int host_workers(ExecutionSpace const& space) { return std::max(1, int(space.concurrency())); }
+  std::size_t t_partial_size(Layout const& layout) const { return std::size_t(layout.in.nloc) * 4 * m1_; }
+  Scalar* zeroed_t_partials(ExecutionSpace const& space, Layout const& layout) {
+    std::size_t const n = t_partial_size(layout) * host_workers(space);
+    ensure_extent(t_partials_, n);
+    Scalar* const p = t_partials_.data();
+    // A kernel, not deep_copy (no Kokkos Tools deep-copy event per step): rows of M1.
+    nn::detail::fill_zero(space, Matrix(p, int(n / m1_), m1_));
+    space.fence();
+    return p;
+  }
+
   /// The first-order pass's embedding-output seed dE/dG = (1/nnei) A Rn, row by row (host schedule).
   typename nn::NetworkFamily<Scalar, ExecutionSpace>::Seed first_order_seed(Layout const& layout,
                                                                             View3<Scalar, memory_space> const& a) const {
@@ -274,6 +322,7 @@ class DescriptorStage {
 
   DescriptorConfig config_;
   View1<Scalar, memory_space> seed_constants_{"dpk::model::embedding_seed_constants", 0};
+  View1<Scalar, memory_space> t_partials_{"dpk::model::t_partials", 0};  ///< per host worker (nloc, 4, M1)
   int ntypes_ = 0, nnei_ = 0, m1_ = 0, m2_ = 0;
   std::vector<int> sel_offset_;
   std::vector<nn::LayerShape> shapes_;

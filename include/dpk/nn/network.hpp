@@ -35,6 +35,10 @@ class NetworkFamily {
   /// inside a host thread: lets the chunked host path make each chunk's seed when it needs it
   /// instead of reading a whole-batch seed matrix (see backward_input_blocks, reverse_blocks).
   using Seed = std::function<void(int r0, int r1, Matrix out)>;
+  /// Receives a chunk's final output rows [r0, r1) (`out`: r1 - r0, n_output()) inside host
+  /// worker `worker` (0 .. host concurrency - 1) right after the chunk's pass, while they are in
+  /// cache (see forward_blocks, tangent_blocks).
+  using Sink = std::function<void(int worker, int r0, int r1, Matrix out)>;
 
   NetworkFamily() = default;
   /// `shapes` of every net; `offsets[net][layer]` into the flat parameter buffer; `label` names allocations.
@@ -103,6 +107,7 @@ class NetworkFamily {
       grow(product_, flat, "cotangent");
       grow(gzt_, flat, "cotangent");
       grow(seed_gt_, flat, "cotangent");
+      grow(last_tangent_, flat, "last_tangent");
       std::size_t weights_max = 0;
       for (auto const& l : shapes_) weights_max = std::max(weights_max, std::size_t(l.n_in) * l.n_out);
       grow(partials_, std::size_t(std::max(0, ExecutionSpace().concurrency() - 1)) * weights_max, "weight_partials");
@@ -124,19 +129,30 @@ class NetworkFamily {
   Matrix output_tangent(int r0, int r1) const { return out_tangent(num_layers() - 1, r0, r1); }
 
   /// forward() of every block; x0 holds the input of all rows (row r of the shared buffers at r).
-  void forward_blocks(ExecutionSpace const& space, Scalar* params, std::vector<RowBlock> const& blocks, Matrix x0) {
+  /// `sink` (only where uses_seeds()) receives each chunk's output.
+  void forward_blocks(ExecutionSpace const& space, Scalar* params, std::vector<RowBlock> const& blocks, Matrix x0,
+                      Sink const& sink = {}) {
+    require(!sink || uses_seeds(), "nn::NetworkFamily::forward_blocks: a sink needs the chunked host path");
     for (auto const& b : blocks) transpose_weights(space, params, b.net);
     run_blocks(space, blocks, "dpk::nn::NetworkFamily::forward_chunks",
-               [&](auto const& on, std::size_t, int net, int r0, int r1) {
+               [&](auto const& on, int worker, int net, int r0, int r1) {
                  forward_layers(on, params, net, rows_of(x0, r0, r1), r0, r1);
+                 if (sink) sink(worker, r0, r1, output(r0, r1));
                });
   }
 
-  /// tangent() of every block; x0t indexed like x0 in forward_blocks.
-  void tangent_blocks(ExecutionSpace const& space, Scalar* params, std::vector<RowBlock> const& blocks, Matrix x0t) {
+  /// tangent() of every block; x0t indexed like x0 in forward_blocks. With `sink` (only where
+  /// uses_seeds()) each chunk's output tangent goes to it instead of output_tangent(), which
+  /// is then not written.
+  void tangent_blocks(ExecutionSpace const& space, Scalar* params, std::vector<RowBlock> const& blocks, Matrix x0t,
+                      Sink const& sink = {}) {
+    require(!sink || uses_seeds(), "nn::NetworkFamily::tangent_blocks: a sink needs the chunked host path");
     run_blocks(space, blocks, "dpk::nn::NetworkFamily::tangent_chunks",
-               [&](auto const& on, std::size_t, int net, int r0, int r1) {
-                 tangent_layers(on, params, net, rows_of(x0t, r0, r1), r0, r1);
+               [&](auto const& on, int worker, int net, int r0, int r1) {
+                 if (!sink) return tangent_layers(on, params, net, rows_of(x0t, r0, r1), r0, r1);
+                 Matrix const last(last_tangent_.data() + scratch_start(worker), r1 - r0, n_output());
+                 tangent_layers(on, params, net, rows_of(x0t, r0, r1), r0, r1, last);
+                 sink(worker, r0, r1, last);
                });
   }
 
@@ -146,7 +162,8 @@ class NetworkFamily {
                              Matrix g_out, Matrix g_in, Seed const& seed = {}) {
     require(!seed || uses_seeds(), "nn::NetworkFamily::backward_input_blocks: seeds need the chunked host path");
     run_blocks(space, blocks, "dpk::nn::NetworkFamily::backward_input_chunks",
-               [&](auto const& on, std::size_t s0, int net, int r0, int r1) {
+               [&](auto const& on, int worker, int net, int r0, int r1) {
+                 std::size_t const s0 = scratch_start(worker);
                  Matrix g = seed ? seed_rows(seed, seed_g_, s0, r0, r1) : rows_of(g_out, r0, r1);
                  backward_input_layers(on, params, net, r0, r1, g, rows_of(g_in, r0, r1), s0);
                });
@@ -176,6 +193,22 @@ class NetworkFamily {
       reverse(space, params, grads, b.net, rows_of(x0, b.begin, b.end), rows_of(x0t, b.begin, b.end), b.begin, b.end,
               rows_of(g_out, b.begin, b.end), rows_of(gt_out, b.begin, b.end), rows_of(g_in, b.begin, b.end),
               accumulate);
+  }
+
+  /// Stores w^T of every layer of net `net` (read by the backward passes, see LayerParams::wt)
+  /// on the chunked host path, whose small single-threaded GEMMs gain from it; elsewhere the
+  /// backward passes read w transposed. Runs with each forward pass, whose weights the backward
+  /// passes use.
+  void transpose_weights(ExecutionSpace const& space, Scalar* params, int net) {
+    if (!host_schedule_v<ExecutionSpace> || chunk_rows_ == 0) return;
+    grow(transposed_, transposed_size_, "transposed_weights");
+    for (int l = 0; l < num_layers(); ++l) {
+      auto const w = param(params, net, l).w;
+      Matrix const wt(transposed_.data() + transposed_offset_[net][l], shapes_[l].n_out, shapes_[l].n_in);
+      for_each_element(space, "dpk::nn::NetworkFamily::transpose_weights", shapes_[l].n_in, shapes_[l].n_out,
+                       KOKKOS_LAMBDA(int const r, int const c) { wt(c, r) = w(r, c); });
+    }
+    transposed_from_[net] = params;
   }
 
   /// Values of net `net` for input x0 (rows [r0, r1), width n_input()).
@@ -218,21 +251,6 @@ class NetworkFamily {
     return p;
   }
 
-  /// Stores w^T of every layer of net `net` (read by the backward passes, see LayerParams::wt)
-  /// on the chunked host path, whose small single-threaded GEMMs gain from it; elsewhere the
-  /// backward passes read w transposed. Runs with each forward pass, whose weights the backward
-  /// passes use.
-  void transpose_weights(ExecutionSpace const& space, Scalar* params, int net) {
-    if (!host_schedule_v<ExecutionSpace> || chunk_rows_ == 0) return;
-    grow(transposed_, transposed_size_, "transposed_weights");
-    for (int l = 0; l < num_layers(); ++l) {
-      auto const w = param(params, net, l).w;
-      Matrix const wt(transposed_.data() + transposed_offset_[net][l], shapes_[l].n_out, shapes_[l].n_in);
-      for_each_element(space, "dpk::nn::NetworkFamily::transpose_weights", shapes_[l].n_in, shapes_[l].n_out,
-                       KOKKOS_LAMBDA(int const r, int const c) { wt(c, r) = w(r, c); });
-    }
-    transposed_from_[net] = params;
-  }
   Params param(Scalar* buffer, std::vector<std::vector<LayerOffsets>> const& offsets, int net, int l) const {
     return Params::at(buffer, shapes_[l], offsets[net][l]);
   }
@@ -259,13 +277,15 @@ class NetworkFamily {
     }
   }
 
+  /// `last`: where the final output tangent goes (default: output_tangent()).
   template <class Space>
-  void tangent_layers(Space const& space, Scalar* params, int net, Matrix x0t, int r0, int r1) {
+  void tangent_layers(Space const& space, Scalar* params, int net, Matrix x0t, int r0, int r1, Matrix last = {}) {
     for (int l = 0; l < num_layers(); ++l) {
       Matrix xt = l == 0 ? x0t : out_tangent(l - 1, r0, r1);
       int const n = shapes_[l].n_out;
+      Matrix const outt = l == num_layers() - 1 && last.extent(0) > 0 ? last : out_tangent(l, r0, r1);
       layer_tangent(space, shapes_[l], param(params, net, l), xt, rows_of(h_[l], n, r0, r1), rows_of(zt_[l], n, r0, r1),
-                    out_tangent(l, r0, r1));
+                    outt);
     }
   }
 
@@ -311,21 +331,20 @@ class NetworkFamily {
     }
   }
 
-  /// Runs pass(on, s0, net, r0, r1) over `blocks`: on the chunked host path once per chunk with
-  /// on = InThread and s0 = the worker's scratch start, else once per block with on = `space`
-  /// and s0 = 0.
+  /// Runs pass(on, worker, net, r0, r1) over `blocks`: on the chunked host path once per chunk
+  /// with on = InThread, else once per block with on = `space` and worker 0 (scratch_start(0) = 0).
   template <class Pass>
   void run_blocks(ExecutionSpace const& space, std::vector<RowBlock> const& blocks, char const* label,
                   Pass const& pass) {
     if constexpr (host_schedule_v<ExecutionSpace>) {
       if (chunk_rows_ > 0) {
         for_each_chunk(space, blocks, label, [&](int worker, int net, int r0, int r1) {
-          pass(InThread{}, scratch_start(worker), net, r0, r1);
+          pass(InThread{}, worker, net, r0, r1);
         });
         return;
       }
     }
-    for (auto const& b : blocks) pass(space, std::size_t(0), b.net, b.begin, b.end);
+    for (auto const& b : blocks) pass(space, 0, b.net, b.begin, b.end);
   }
 
   /// The chunked host reverse pass (see reverse_blocks).
@@ -467,6 +486,7 @@ class NetworkFamily {
   std::vector<View1<Scalar, memory_space>> h_, out_, zt_, outt_, g1_;
   View1<Scalar, memory_space> g_a_, g_b_, gz_, gzt_, product_, ones_, partials_;
   View1<Scalar, memory_space> seed_g_, seed_gt_;  ///< chunk seeds (value, tangent) per worker
+  View1<Scalar, memory_space> last_tangent_;      ///< a chunk's output tangent for a sink, per worker
 };
 
 }  // namespace dpk::nn
