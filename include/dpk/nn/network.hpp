@@ -169,7 +169,7 @@ class NetworkFamily {
                });
   }
 
-  /// True where the *_blocks passes take seeds: host spaces with chunks (set_host_chunk_rows).
+  /// True where the *_blocks passes take seeds and sinks: host spaces with chunks (set_host_chunk_rows).
   bool uses_seeds() const { return host_schedule_v<ExecutionSpace> && chunk_rows_ > 0; }
 
   /// reverse() of every block (x0, x0t, g_out, gt_out, g_in indexed by buffer row; g_in may be
