@@ -332,6 +332,13 @@ void contract_descriptor(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
       });
 }
 
+/// Columns 0..3 of row (i, slot) of `rows` (nloc, nnei, 4) times `scale` into `out`.
+template <class Scalar, class MemorySpace>
+KOKKOS_INLINE_FUNCTION void scaled_row(View3<Scalar, MemorySpace> const& rows, int i, int slot, Scalar scale,
+                                       Scalar out[4]) {
+  for (int c = 0; c < 4; ++c) out[c] = rows(i, slot, c) * scale;
+}
+
 /// Adds the filled rows among [r0, r1) of G (`g`: r1 - r0, M1) to a partial T (nloc, 4, M1) in
 /// the calling host thread: T_i += (1/nnei) G_j^T Rn_j for each row j of centre i; with a
 /// tangent (`v` non-empty: `g` holds G', `g_value` all rows of G) T'_i += (1/nnei)(G'_j Rn_j^T +
@@ -342,7 +349,6 @@ void contract_rows(SeAInputs<Scalar, MemorySpace> const& in, MatrixView<Scalar, 
                    Scalar* partial, View3<Scalar, MemorySpace> const& v = {},
                    MatrixView<Scalar, MemorySpace> g_value = {}) {
   static_assert(accessible_v<InThread, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
-  auto const& env = in.env;
   int const m1 = in.m1;
   bool const tangent = v.extent(0) > 0;
   Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
@@ -350,8 +356,9 @@ void contract_rows(SeAInputs<Scalar, MemorySpace> const& in, MatrixView<Scalar, 
     int const i = in.rows.row_atom(r);
     if (i < 0) continue;
     int const slot = in.rows.row_slot(r);
-    Scalar const r_0 = env(i, slot, 0) * inv_nnei, r_1 = env(i, slot, 1) * inv_nnei, r_2 = env(i, slot, 2) * inv_nnei,
-                 r_3 = env(i, slot, 3) * inv_nnei;
+    Scalar rn[4];
+    scaled_row(in.env, i, slot, inv_nnei, rn);
+    Scalar const r_0 = rn[0], r_1 = rn[1], r_2 = rn[2], r_3 = rn[3];
     Scalar* const t = partial + std::size_t(i) * 4 * m1;
     Scalar const* const gr = &g(r - r0, 0);
     if (!tangent) {
@@ -364,8 +371,9 @@ void contract_rows(SeAInputs<Scalar, MemorySpace> const& in, MatrixView<Scalar, 
         t[3 * m1 + m] += gm * r_3;
       }
     } else {
-      Scalar const v0 = v(i, slot, 0) * inv_nnei, v1 = v(i, slot, 1) * inv_nnei, v2 = v(i, slot, 2) * inv_nnei,
-                   v3 = v(i, slot, 3) * inv_nnei;
+      Scalar vn[4];
+      scaled_row(v, i, slot, inv_nnei, vn);
+      Scalar const v0 = vn[0], v1 = vn[1], v2 = vn[2], v3 = vn[3];
       Scalar const* const gv = &g_value(r, 0);
       DPK_SIMD_LOOP
       for (int m = 0; m < m1; ++m) {
@@ -531,7 +539,6 @@ void embedding_cotangent_rows(SeAInputs<Scalar, MemorySpace> const& in, View3<Sc
                               MatrixView<Scalar, MemorySpace> constants, int r0, int r1,
                               MatrixView<Scalar, MemorySpace> out) {
   static_assert(accessible_v<InThread, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
-  auto const& env = in.env;
   int const m1 = in.m1;
   bool const with_v = v.extent(0) > 0;
   Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
@@ -546,12 +553,14 @@ void embedding_cotangent_rows(SeAInputs<Scalar, MemorySpace> const& in, View3<Sc
     }
     int const slot = in.rows.row_slot(r);
     Scalar const* const gr = &gtm(i, 0, 0);
-    Scalar const r_0 = env(i, slot, 0) * inv_nnei, r_1 = env(i, slot, 1) * inv_nnei, r_2 = env(i, slot, 2) * inv_nnei,
-                 r_3 = env(i, slot, 3) * inv_nnei;
+    Scalar rn[4];
+    scaled_row(in.env, i, slot, inv_nnei, rn);
+    Scalar const r_0 = rn[0], r_1 = rn[1], r_2 = rn[2], r_3 = rn[3];
     if (with_v) {
       Scalar const* const ar = &a(i, 0, 0);
-      Scalar const v0 = v(i, slot, 0) * inv_nnei, v1 = v(i, slot, 1) * inv_nnei, v2 = v(i, slot, 2) * inv_nnei,
-                   v3 = v(i, slot, 3) * inv_nnei;
+      Scalar vn[4];
+      scaled_row(v, i, slot, inv_nnei, vn);
+      Scalar const v0 = vn[0], v1 = vn[1], v2 = vn[2], v3 = vn[3];
       DPK_SIMD_LOOP
       for (int m = 0; m < m1; ++m)
         o[m] = gr[m] * r_0 + gr[m1 + m] * r_1 + gr[2 * m1 + m] * r_2 + gr[3 * m1 + m] * r_3 + ar[m] * v0 +

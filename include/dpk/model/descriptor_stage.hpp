@@ -191,7 +191,7 @@ class DescriptorStage {
     gather_embedding_column(space, layout.in, env, true, s);
     Matrix const g = embedding_.output(0, layout.embedding_rows());
     if constexpr (host_schedule_v<ExecutionSpace>) {
-      if (embedding_.uses_seeds()) {  // T summed chunk by chunk while each chunk's G is in cache
+      if (embedding_.host_chunks()) {  // T summed chunk by chunk while each chunk's G is in cache
         Scalar* const partials = zeroed_t_partials(space, layout);
         std::size_t const per_worker = t_partial_size(layout);
         auto const& in = layout.in;
@@ -215,7 +215,7 @@ class DescriptorStage {
     if (compressed()) return tabulated_environment_cotangent(space, layout.in, table_, a, de_drn, table_schedule_);
     Matrix const g = embedding_.output(0, layout.embedding_rows());
     if constexpr (host_schedule_v<ExecutionSpace>) {
-      if (embedding_.uses_seeds()) {  // dE/dG made chunk by chunk (de_dg is not written)
+      if (embedding_.host_chunks()) {  // dE/dG made chunk by chunk (de_dg is not written)
         embedding_.backward_input_blocks(space, params, layout.embedding_blocks, Matrix(), de_ds,
                                          first_order_seed(layout, a));
         return environment_cotangent(space, layout.in, a, g, de_ds, de_drn);
@@ -236,7 +236,7 @@ class DescriptorStage {
     int const rows = layout.embedding_rows();
     gather_embedding_column(space, layout.in, v, false, s_tangent);
     if constexpr (host_schedule_v<ExecutionSpace>) {
-      if (embedding_.uses_seeds()) {  // T' summed chunk by chunk; G' itself is never stored
+      if (embedding_.host_chunks()) {  // T' summed chunk by chunk; G' itself is never stored
         Scalar* const partials = zeroed_t_partials(space, layout);
         std::size_t const per_worker = t_partial_size(layout);
         auto const& in = layout.in;
@@ -266,7 +266,7 @@ class DescriptorStage {
     descriptor_cotangent(space, layout.in, dl_dd, t, dl_dt, false);
     descriptor_cotangent(space, layout.in, de_dd, t_tangent, dl_dt, true);
     if constexpr (host_schedule_v<ExecutionSpace>) {
-      if (embedding_.uses_seeds()) {  // both seeds made chunk by chunk (dl_dg, de_dg are not read)
+      if (embedding_.host_chunks()) {  // both seeds made chunk by chunk (dl_dg, de_dg are not read)
         auto const& in = layout.in;
         int const constant_rows = in.rows.nnets * in.ntypes;
         ensure_extent(seed_constants_, std::size_t(constant_rows) * m1_);

@@ -364,8 +364,8 @@ void layer_reverse(ExecutionSpace const& space, LayerShape const& shape, LayerPa
                    LayerParams<Scalar, MemorySpace> const& grad, MatrixView<Scalar, MemorySpace> x,
                    MatrixView<Scalar, MemorySpace> xt, MatrixView<Scalar, MemorySpace> h,
                    MatrixView<Scalar, MemorySpace> zt, MatrixView<Scalar, MemorySpace> g,
-                   MatrixView<Scalar, MemorySpace> gt, ReverseScratch<Scalar, MemorySpace> const& scratch, MatrixView<Scalar, MemorySpace> gx,
-                   bool accumulate = true) {
+                   MatrixView<Scalar, MemorySpace> gt, ReverseScratch<Scalar, MemorySpace> const& scratch,
+                   MatrixView<Scalar, MemorySpace> gx, bool accumulate = true) {
   static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
   int const rows = static_cast<int>(g.extent(0));
   if (rows == 0) {  // an empty sum: the gradient is zero unless accumulating

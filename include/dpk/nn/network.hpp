@@ -129,10 +129,10 @@ class NetworkFamily {
   Matrix output_tangent(int r0, int r1) const { return out_tangent(num_layers() - 1, r0, r1); }
 
   /// forward() of every block; x0 holds the input of all rows (row r of the shared buffers at r).
-  /// `sink` (only where uses_seeds()) receives each chunk's output.
+  /// `sink` (only where host_chunks()) receives each chunk's output.
   void forward_blocks(ExecutionSpace const& space, Scalar* params, std::vector<RowBlock> const& blocks, Matrix x0,
                       Sink const& sink = {}) {
-    require(!sink || uses_seeds(), "nn::NetworkFamily::forward_blocks: a sink needs the chunked host path");
+    require(!sink || host_chunks(), "nn::NetworkFamily::forward_blocks: a sink needs the chunked host path");
     for (auto const& b : blocks) transpose_weights(space, params, b.net);
     run_blocks(space, blocks, "dpk::nn::NetworkFamily::forward_chunks",
                [&](auto const& on, int worker, int net, int r0, int r1) {
@@ -142,11 +142,11 @@ class NetworkFamily {
   }
 
   /// tangent() of every block; x0t indexed like x0 in forward_blocks. With `sink` (only where
-  /// uses_seeds()) each chunk's output tangent goes to it instead of output_tangent(), which
+  /// host_chunks()) each chunk's output tangent goes to it instead of output_tangent(), which
   /// is then not written.
   void tangent_blocks(ExecutionSpace const& space, Scalar* params, std::vector<RowBlock> const& blocks, Matrix x0t,
                       Sink const& sink = {}) {
-    require(!sink || uses_seeds(), "nn::NetworkFamily::tangent_blocks: a sink needs the chunked host path");
+    require(!sink || host_chunks(), "nn::NetworkFamily::tangent_blocks: a sink needs the chunked host path");
     run_blocks(space, blocks, "dpk::nn::NetworkFamily::tangent_chunks",
                [&](auto const& on, int worker, int net, int r0, int r1) {
                  if (!sink) return tangent_layers(on, params, net, rows_of(x0t, r0, r1), r0, r1);
@@ -157,10 +157,10 @@ class NetworkFamily {
   }
 
   /// backward_input() of every block; g_out and g_in indexed by buffer row. With `seed` (only on
-  /// the chunked host path, see uses_seeds()) g_out is not read: each chunk's rows come from it.
+  /// the chunked host path, see host_chunks()) g_out is not read: each chunk's rows come from it.
   void backward_input_blocks(ExecutionSpace const& space, Scalar* params, std::vector<RowBlock> const& blocks,
                              Matrix g_out, Matrix g_in, Seed const& seed = {}) {
-    require(!seed || uses_seeds(), "nn::NetworkFamily::backward_input_blocks: seeds need the chunked host path");
+    require(!seed || host_chunks(), "nn::NetworkFamily::backward_input_blocks: seeds need the chunked host path");
     run_blocks(space, blocks, "dpk::nn::NetworkFamily::backward_input_chunks",
                [&](auto const& on, int worker, int net, int r0, int r1) {
                  std::size_t const s0 = scratch_start(worker);
@@ -169,19 +169,20 @@ class NetworkFamily {
                });
   }
 
-  /// True where the *_blocks passes take seeds and sinks: host spaces with chunks (set_host_chunk_rows).
-  bool uses_seeds() const { return host_schedule_v<ExecutionSpace> && chunk_rows_ > 0; }
+  /// True where the *_blocks passes run chunk by chunk in host threads (host spaces with
+  /// set_host_chunk_rows > 0): only there do they take seeds and sinks and use a stored w^T.
+  bool host_chunks() const { return host_schedule_v<ExecutionSpace> && chunk_rows_ > 0; }
 
   /// reverse() of every block (x0, x0t, g_out, gt_out, g_in indexed by buffer row; g_in may be
   /// empty). The gradient of each net named in `blocks` is accumulated or overwritten as in
   /// reverse(); on the chunked host path each worker sums into its own buffer and the buffers
   /// are added in worker order (deterministic for a fixed thread count).
-  /// With `seed` and `seed_t` (only where uses_seeds()) g_out and gt_out are not read: each
+  /// With `seed` and `seed_t` (only where host_chunks()) g_out and gt_out are not read: each
   /// chunk's rows come from them.
   void reverse_blocks(ExecutionSpace const& space, Scalar* params, Scalar* grads, std::vector<RowBlock> const& blocks,
                       Matrix x0, Matrix x0t, Matrix g_out, Matrix gt_out, Matrix g_in, bool accumulate = true,
                       Seed const& seed = {}, Seed const& seed_t = {}) {
-    require(bool(seed) == bool(seed_t) && (!seed || uses_seeds()),
+    require(bool(seed) == bool(seed_t) && (!seed || host_chunks()),
             "nn::NetworkFamily::reverse_blocks: seeds come in pairs and need the chunked host path");
     if constexpr (host_schedule_v<ExecutionSpace>) {
       if (chunk_rows_ > 0) {
@@ -200,7 +201,7 @@ class NetworkFamily {
   /// backward passes read w transposed. Runs with each forward pass, whose weights the backward
   /// passes use.
   void transpose_weights(ExecutionSpace const& space, Scalar* params, int net) {
-    if (!host_schedule_v<ExecutionSpace> || chunk_rows_ == 0) return;
+    if (!host_chunks()) return;
     grow(transposed_, transposed_size_, "transposed_weights");
     for (int l = 0; l < num_layers(); ++l) {
       auto const w = param(params, net, l).w;
