@@ -237,6 +237,19 @@ KOKKOS_INLINE_FUNCTION void add_outer_product(Team const& team, Scalar* t, Scala
   });
 }
 
+/// add_outer_product in the calling host thread (one plain loop over the features).
+template <class Scalar>
+inline void add_outer_product(Scalar* t, Scalar const* g, int m1, Scalar r0, Scalar r1, Scalar r2, Scalar r3) {
+  DPK_SIMD_LOOP
+  for (int m = 0; m < m1; ++m) {
+    Scalar const gm = g[m];
+    t[m] += gm * r0;
+    t[m1 + m] += gm * r1;
+    t[2 * m1 + m] += gm * r2;
+    t[3 * m1 + m] += gm * r3;
+  }
+}
+
 /// D_i(m, n) = sum_c T(c, m) T(c, n) into `dr` (M1 x M2, row-major) from the (4, M1) block `tr`
 /// of T; with a tangent, D' = sum_c T'(c, m) T(c, n) + T(c, m) T'(c, n) (tr: T', tv: T).
 /// `rows(m1, m2, f)` runs f(m, n) over the block (a team's lanes, or plain loops).
@@ -362,14 +375,7 @@ void contract_rows(SeAInputs<Scalar, MemorySpace> const& in, MatrixView<Scalar, 
     Scalar* const t = partial + std::size_t(i) * 4 * m1;
     Scalar const* const gr = &g(r - r0, 0);
     if (!tangent) {
-      DPK_SIMD_LOOP
-      for (int m = 0; m < m1; ++m) {
-        Scalar const gm = gr[m];
-        t[m] += gm * r_0;
-        t[m1 + m] += gm * r_1;
-        t[2 * m1 + m] += gm * r_2;
-        t[3 * m1 + m] += gm * r_3;
-      }
+      add_outer_product(t, gr, m1, r_0, r_1, r_2, r_3);
     } else {
       Scalar vn[4];
       scaled_row(v, i, slot, inv_nnei, vn);
@@ -427,15 +433,7 @@ void finish_contraction(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpa
           Scalar const w = Scalar(empty) * inv_nnei;
           Scalar const e0 = empty_row(ti, tj, 0) * w, e1 = empty_row(ti, tj, 1) * w, e2 = empty_row(ti, tj, 2) * w,
                        e3 = empty_row(ti, tj, 3) * w;
-          Scalar const* const gr = &g(const_base(k) + ti, 0);
-          DPK_SIMD_LOOP
-          for (int m = 0; m < m1; ++m) {
-            Scalar const gm = gr[m];
-            tr[m] += gm * e0;
-            tr[m1 + m] += gm * e1;
-            tr[2 * m1 + m] += gm * e2;
-            tr[3 * m1 + m] += gm * e3;
-          }
+          add_outer_product(tr, &g(const_base(k) + ti, 0), m1, e0, e1, e2, e3);
         }
         if (position(i) >= centre_rows) return;  // not a centre: its D row is never read
         auto rows = [](int const nr, int const nc, auto const& f) {
