@@ -434,6 +434,31 @@ TEST_CASE("the embedding chunk size changes results only by rounding; a bad DPK_
     loss.loss_and_gradient(Space(), model, frames, labels, pref);
     grads.push_back(model.gradient_host());
     forces.push_back(host(loss.prediction().force));
+    if constexpr (dpk::host_schedule_v<Space>) {
+      // The parts handed out to the threads: each net's rows in order, cut only where a
+      // centre's rows end, at least 4 chunks each (save a net's last); with several threads
+      // (8 parts per thread) and 5-row chunks there are more parts than nets.
+      auto const& layout = model.batch_layout();
+      auto const& parts = layout.embedding_parts;
+      auto const& row_atom = layout.in.rows.row_atom;
+      std::size_t next = 0;
+      for (auto const& block : layout.embedding_blocks) {
+        int at = block.begin;
+        while (next < parts.size() && parts[next].net == block.net && parts[next].begin == at) {
+          auto const& part = parts[next++];
+          REQUIRE(part.end > part.begin);
+          if (part.end < block.end) {
+            CHECK(part.end - part.begin >= 4 * chunk);
+            CHECK(row_atom(part.end) >= 0);  // filled rows (constant rows come last in a block)
+            CHECK(row_atom(part.end - 1) != row_atom(part.end));
+          }
+          at = part.end;
+        }
+        CHECK(at == block.end);
+      }
+      CHECK(next == parts.size());
+      if (chunk == 5 && Space().concurrency() > 1) CHECK(parts.size() > layout.embedding_blocks.size());
+    }
   }
   for (std::size_t c = 1; c < grads.size(); ++c) {
     double worst = 0;

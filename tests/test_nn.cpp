@@ -206,8 +206,9 @@ TEST_CASE_TEMPLATE_DEFINE("network block passes in row chunks equal the per-net 
     auto const& shapes = net.layout.embedding_shapes;
     auto const& offsets = net.layout.embedding_offsets;
     int const n_in = shapes.front().n_in, n_out = shapes.back().n_out;
-    // Blocks out of net order, with a gap of unused rows, net 2 not evaluated.
-    std::vector<dpk::nn::RowBlock> const blocks = {{1, 0, 23}, {0, 23, 40}, {3, 45, 83}};
+    // Blocks out of net order, with a gap of unused rows, net 2 not evaluated, nets 1 and 3 in
+    // two blocks each (as the parts of a net that the chunked passes hand out to threads).
+    std::vector<dpk::nn::RowBlock> const blocks = {{1, 0, 12}, {0, 23, 40}, {3, 45, 61}, {1, 12, 23}, {3, 61, 83}};
     int const rows = 83;
     std::vector<double> x(rows * n_in), xt(rows * n_in), c(rows * n_out), d(rows * n_out);
     for (std::size_t k = 0; k < x.size(); ++k) x[k] = std::sin(0.9 * k + 0.1), xt[k] = std::cos(1.3 * k);

@@ -73,10 +73,13 @@ template <class ExecutionSpace, class Functor>
 void for_each_element(ExecutionSpace const& space, char const* label, int rows, int cols, Functor const& f) {
   if (rows <= 0 || cols <= 0) return;
   if constexpr (host_schedule_v<ExecutionSpace>) {
-    // Chunks of about 4096 elements: few scheduling steps, balanced over threads.
+    // Chunks of about 4096 elements, handed out one at a time (a dynamic schedule: a thread on
+    // a core shared with another job takes fewer; elements are independent, so the result
+    // does not depend on which thread ran which chunk).
     int const chunk = cols >= 4096 ? 1 : 4096 / cols;
     int const nchunks = (rows + chunk - 1) / chunk;
-    Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecutionSpace>(space, 0, nchunks), [=](int const k) {
+    using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>;
+    Kokkos::parallel_for(label, Policy(space, 0, nchunks), [=](int const k) {
       int const r_end = (k + 1) * chunk < rows ? (k + 1) * chunk : rows;
       for (int r = k * chunk; r < r_end; ++r) {
         DPK_SIMD_LOOP

@@ -17,6 +17,7 @@
 #include <dpk/core/types.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <utility>
 
@@ -24,18 +25,38 @@ namespace dpk::blas {
 
 namespace detail {
 
-/// Number of row blocks for a product with `rows` rows and `work` multiply-adds on `space`:
-/// one per thread, none below ~256k multiply-adds per block (thread start-up would dominate).
+/// Number of blocks for a product split `extent` ways (rows or columns) with `work`
+/// multiply-adds on `space`: none below ~256k multiply-adds per block (thread start-up would
+/// dominate) and, with several threads, up to `per_thread` blocks per thread (handed out one at a
+/// time by for_each_block, so that a thread on a core shared with another job takes fewer).
 template <class ExecutionSpace>
-int host_blocks(ExecutionSpace const& space, std::size_t rows, double work) {
+int host_blocks(ExecutionSpace const& space, std::size_t extent, double work, int per_thread = 1) {
   if constexpr (!host_schedule_v<ExecutionSpace>) {
     return 1;
   } else {
     int const threads = space.concurrency();
+    if (threads <= 1) return 1;
     double const per_block_min = 262144.0;
     int const by_work = static_cast<int>(std::max(1.0, work / per_block_min));
-    return static_cast<int>(std::min<std::size_t>({std::size_t(threads), std::size_t(by_work), rows}));
+    return static_cast<int>(std::min<std::size_t>({std::size_t(threads) * per_thread, std::size_t(by_work), extent}));
   }
+}
+
+/// Runs body(block) for blocks 0 .. blocks - 1 on the host threads of `space`: each thread takes
+/// the next block not yet taken until none is left. Which thread runs a block does not matter to
+/// the result as long as blocks write disjoint data (or their own partial sums).
+template <class ExecutionSpace, class Body>
+void for_each_block(ExecutionSpace const& space, char const* label, int blocks, Body const& body) {
+  int const workers = std::min(blocks, std::max(1, int(space.concurrency())));
+  std::atomic<int> next{0};
+  space.fence();
+  Kokkos::parallel_for(label, Kokkos::RangePolicy<ExecutionSpace>(space, 0, workers).set_chunk_size(1),
+                       [&](int) {
+                         for (int k = next.fetch_add(1, std::memory_order_relaxed); k < blocks;
+                              k = next.fetch_add(1, std::memory_order_relaxed))
+                           body(k);
+                       });
+  space.fence();
 }
 
 /// Rows [first, last) of block `k` of `blocks` over `rows` rows.
@@ -62,29 +83,41 @@ void gemm(InThread const&, const char* trans_a, const char* trans_b, typename AV
 
 /// C = beta C + alpha op(A) op(B) on `space`. Views are rank-2 LayoutRight (contiguous rows),
 /// so that the vendor BLAS is used. On host spaces with several threads, products with
-/// op(A) = A are split by rows of A and C over the threads.
+/// op(A) = A are split into blocks of rows of A and C, or, when C has fewer rows than columns
+/// (the fitting nets: each block then packs a slice of B instead of all of it), of columns of
+/// op(B) and C; two blocks per thread (every block packs its share of both operands: more cost
+/// more packing), handed out one at a time (for_each_block).
 template <class ExecutionSpace, class AView, class BView, class CView>
 void gemm(ExecutionSpace const& space, const char* trans_a, const char* trans_b,
           typename AView::const_value_type alpha, AView const& a, BView const& b,
           typename CView::const_value_type beta, CView const& c) {
   std::size_t const m = c.extent(0), n = c.extent(1);
   std::size_t const k = (trans_a[0] == 'N' || trans_a[0] == 'n') ? a.extent(1) : a.extent(0);
-  int const blocks = (trans_a[0] == 'N' || trans_a[0] == 'n') ? detail::host_blocks(space, m, double(m) * n * k) : 1;
+  bool const by_columns = m < n;
+  std::size_t const split = by_columns ? n / 16 : m;  // column blocks of at least 16
+  int const blocks = (trans_a[0] == 'N' || trans_a[0] == 'n')
+                         ? detail::host_blocks(space, split, double(m) * n * k, /*per_thread=*/2)
+                         : 1;
   if (blocks <= 1) {
     detail::gemm_kk(space, trans_a, trans_b, alpha, a, b, beta, c);
     return;
   }
   if constexpr (host_schedule_v<ExecutionSpace>) {
-    space.fence();
-    Kokkos::parallel_for(
-        "dpk::blas::gemm_rows", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks).set_chunk_size(1),
-        [=](int const block) {
-          auto const rows = detail::block_rows(m, blocks, block);
-          auto a_rows = Kokkos::subview(a, rows, Kokkos::ALL());
-          auto c_rows = Kokkos::subview(c, rows, Kokkos::ALL());
-          detail::gemm_in_thread(trans_a, trans_b, alpha, a_rows, b, beta, c_rows);
-        });
-    space.fence();
+    bool const tb = trans_b[0] != 'N' && trans_b[0] != 'n';
+    detail::for_each_block(space, "dpk::blas::gemm_blocks", blocks, [&](int const block) {
+      if (by_columns) {
+        auto const cols = detail::block_rows(n, blocks, block);
+        auto c_cols = Kokkos::subview(c, Kokkos::ALL(), cols);
+        if (tb)
+          detail::gemm_in_thread(trans_a, trans_b, alpha, a, Kokkos::subview(b, cols, Kokkos::ALL()), beta, c_cols);
+        else
+          detail::gemm_in_thread(trans_a, trans_b, alpha, a, Kokkos::subview(b, Kokkos::ALL(), cols), beta, c_cols);
+        return;
+      }
+      auto const rows = detail::block_rows(m, blocks, block);
+      detail::gemm_in_thread(trans_a, trans_b, alpha, Kokkos::subview(a, rows, Kokkos::ALL()), b, beta,
+                             Kokkos::subview(c, rows, Kokkos::ALL()));
+    });
   }
 }
 
@@ -131,10 +164,9 @@ void gemm_tn_sum(ExecutionSpace const& space, typename AView::const_value_type a
     // instead, each thread one column block of the A_p (strided, hence the raw BLAS call) and
     // all of the B_p; no partial sums, no reduction pass.
     if (m >= std::size_t(16) * blocks && rows <= 4 * m) {
-      Kokkos::parallel_for(
-          "dpk::blas::gemm_tn_sum_columns", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks).set_chunk_size(1),
-          [=](int const block) {
-            auto const range = detail::block_rows(m, blocks, block);
+      int const column_blocks = detail::host_blocks(space, m / 16, double(m) * n * rows, /*per_thread=*/4);
+      detail::for_each_block(space, "dpk::blas::gemm_tn_sum_columns", column_blocks, [&](int const block) {
+            auto const range = detail::block_rows(m, column_blocks, block);
             int const mb = int(range.second - range.first), ldc = int(c.stride(0));
             Scalar* const c_block = c.data() + range.first * c.stride(0);
             Scalar beta_now = beta;
@@ -147,13 +179,10 @@ void gemm_tn_sum(ExecutionSpace const& space, typename AView::const_value_type a
             part(a0, b0);
             part(a1, b1);
           });
-      space.fence();
       return;
     }
 #endif
-    Kokkos::parallel_for(
-        "dpk::blas::gemm_tn_sum", Kokkos::RangePolicy<ExecutionSpace>(space, 0, blocks).set_chunk_size(1),
-        [=](int const block) {
+    detail::for_each_block(space, "dpk::blas::gemm_tn_sum", blocks, [&](int const block) {
           auto const range = detail::block_rows(rows, blocks, block);
           CView out = block == 0 ? c : CView(partials.data() + std::size_t(block - 1) * m * n, m, n);
           Scalar const beta_block = block == 0 ? beta : Scalar(0);

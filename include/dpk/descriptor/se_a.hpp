@@ -393,12 +393,12 @@ void contract_rows(SeAInputs<Scalar, MemorySpace> const& in, MatrixView<Scalar, 
   }
 }
 
-/// T (or T') from `workers` partial sums of contract_rows (`partials`: workers x (nloc, 4, M1),
-/// added in worker order), plus the empty slots' terms through the constant rows of G (values
+/// T (or T') from `nsums` partial sums of contract_rows (`partials`: nsums x (nloc, 4, M1),
+/// added in order), plus the empty slots' terms through the constant rows of G (values
 /// only), then D (or D' with T in `t_value`) as contract_descriptor does. Host schedule.
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 void finish_contraction(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
-                        View1<Scalar, MemorySpace> const& partials, int workers, MatrixView<Scalar, MemorySpace> g,
+                        View1<Scalar, MemorySpace> const& partials, int nsums, MatrixView<Scalar, MemorySpace> g,
                         View3<Scalar, MemorySpace> const& t_out, MatrixView<Scalar, MemorySpace> d, bool tangent,
                         View3<Scalar, MemorySpace> const& t_value = {}) {
   static_assert(host_schedule_v<ExecutionSpace>, "finish_contraction: host schedule only");
@@ -412,16 +412,16 @@ void finish_contraction(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpa
   int const centre_rows = in.centre_rows < 0 ? nloc : in.centre_rows;
   bool const tos = in.type_one_side;
   Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
-  std::size_t const per_worker = std::size_t(nloc) * 4 * m1;
+  std::size_t const per_sum = std::size_t(nloc) * 4 * m1;
   Scalar const* const sums = partials.data();
   Kokkos::parallel_for(
       tangent ? "dpk::descriptor::SeA::Descriptor_tangent_finish" : "dpk::descriptor::SeA::Descriptor_finish",
-      Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc), [=](int const i) {
+      Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, nloc), [=](int const i) {
         Scalar* const tr = &t_out(i, 0, 0);
         Scalar const* const first = sums + std::size_t(i) * 4 * m1;
         for (int k = 0; k < 4 * m1; ++k) tr[k] = first[k];
-        for (int w = 1; w < workers; ++w) {
-          Scalar const* const part = first + w * per_worker;
+        for (int w = 1; w < nsums; ++w) {
+          Scalar const* const part = first + w * per_sum;
           DPK_SIMD_LOOP
           for (int k = 0; k < 4 * m1; ++k) tr[k] += part[k];
         }
@@ -459,7 +459,7 @@ void descriptor_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemoryS
   int const centre_rows = in.centre_rows < 0 ? in.nloc : in.centre_rows;
   Kokkos::parallel_for(
       "dpk::descriptor::SeA::Descriptor_cotangent",
-      Kokkos::MDRangePolicy<ExecutionSpace, Kokkos::Rank<2>>(space, {0, 0}, {in.nloc, m1}),
+      Kokkos::MDRangePolicy<ExecutionSpace, Kokkos::Rank<2>, Kokkos::Schedule<Kokkos::Dynamic>>(space, {0, 0}, {in.nloc, m1}),
       KOKKOS_LAMBDA(int const i, int const m) {
         int const p = position(i);
         Scalar const* const tr = &t(i, 0, 0);  // (4, m1) block of centre i
@@ -640,7 +640,7 @@ void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, Memory
   Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
   Kokkos::parallel_for(
       "dpk::descriptor::SeA::Environment_cotangent",
-      Kokkos::MDRangePolicy<ExecutionSpace, Kokkos::Rank<2>>(space, {0, 0}, {in.nloc, nnei}),
+      Kokkos::MDRangePolicy<ExecutionSpace, Kokkos::Rank<2>, Kokkos::Schedule<Kokkos::Dynamic>>(space, {0, 0}, {in.nloc, nnei}),
       KOKKOS_LAMBDA(int const i, int const slot) {
         int tj = 0;
         while (tj + 1 < ntypes && slot >= sel_offset(tj + 1)) ++tj;

@@ -10,6 +10,7 @@
 #include <dpk/descriptor/se_a.hpp>
 #include <dpk/nn/network.hpp>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,8 +31,18 @@ struct BatchLayout {
   int fit_rows = 0;
   /// Embedding rows of each net (filled rows, then its constant rows).
   std::vector<nn::RowBlock> embedding_blocks;
+  /// Host schedule: the same rows cut into parts of about part_rows() rows, each ending where a
+  /// centre's rows of that net end (a centre's rows of a net lie in one part), the units the
+  /// chunked embedding passes hand out to the host threads.
+  std::vector<nn::RowBlock> embedding_parts;
 
   int nloc() const { return in.nloc; }
+  /// Rows per part of embedding_parts for `threads` host threads: about 8 parts per thread (a
+  /// thread on a core shared with another job then takes fewer parts), at least `min_rows`.
+  static int part_rows(int total_rows, int threads, int min_rows) {
+    int const parts = 8 * std::max(1, threads);
+    return std::max(std::max(1, min_rows), (total_rows + parts - 1) / parts);
+  }
   int embedding_rows() const { return in.rows.total_rows; }
   /// Fitting rows [first, last) of centre type t.
   std::pair<int, int> fitting_rows(int t) const { return {type_begin[std::size_t(t)], type_begin[std::size_t(t) + 1]}; }
@@ -44,12 +55,13 @@ struct BatchLayout {
 
   /// Fills the layout for `nframes` frames of `natoms` atoms from the neighbour counts and the
   /// environment rows of the batch; only atoms [0, centres) of each frame (all when centres < 0)
-  /// are fitting centres. Throws dpk::Error for an atom type outside the model's types.
+  /// are fitting centres; embedding_parts have at least `min_part_rows` rows where the rows
+  /// allow. Throws dpk::Error for an atom type outside the model's types.
   template <class ExecutionSpace>
   void build(ExecutionSpace const& space, View2<int, MemorySpace> const& count, View3<Scalar, MemorySpace> const& env,
              View3<Scalar, MemorySpace> const& empty_row, View1<int, MemorySpace> const& types,
              std::vector<int> const& sel_offset, int m1, int m2, bool type_one_side, int nframes_, int natoms_,
-             int centres = -1) {
+             int centres = -1, int min_part_rows = 512) {
     int const ntypes = int(sel_offset.size()) - 1;
     int const nloc = nframes_ * natoms_;
     int const per_frame = centres < 0 || centres > natoms_ ? natoms_ : centres;
@@ -69,6 +81,7 @@ struct BatchLayout {
     embedding_blocks.resize(in.rows.nnets);
     for (int k = 0; k < in.rows.nnets; ++k)
       embedding_blocks[k] = {k, in.rows.begin[k], in.rows.begin[k] + in.rows.filled[k] + ntypes};
+    if constexpr (host_schedule_v<ExecutionSpace>) cut_embedding_parts(space, min_part_rows);
     // Fitting rows sorted by centre type, on the device: an exclusive scan over (type, atom) of
     // the centres of that type gives each centre its row (centres of a type keep their order);
     // the other atoms follow all centres in atom order. One copy to the host: the rows per type
@@ -126,6 +139,27 @@ struct BatchLayout {
   }
 
  private:
+  /// embedding_parts from embedding_blocks, cut at centre boundaries (host schedule: reads the
+  /// scan of build_embedding_rows directly).
+  template <class ExecutionSpace>
+  void cut_embedding_parts(ExecutionSpace const& space, int min_rows) {
+    space.fence();
+    auto const& rows = in.rows;
+    int const nloc = in.nloc, target = part_rows(rows.total_rows, int(space.concurrency()), min_rows);
+    embedding_parts.clear();
+    for (auto const& block : embedding_blocks) {
+      std::size_t const base = std::size_t(block.net) * nloc;
+      int start = block.begin;
+      for (int i = 1; i < nloc; ++i) {
+        int const centre_start = block.begin + rows.scan(base + i) - rows.scan(base);
+        if (centre_start - start < target) continue;
+        embedding_parts.push_back({block.net, start, centre_start});
+        start = centre_start;
+      }
+      embedding_parts.push_back({block.net, start, block.end});
+    }
+  }
+
   View1<int, MemorySpace> type_scan_{"dpk::model::fitting_rows_scan", 0};  ///< (ntypes * nloc + 1)
   View1<int, MemorySpace> summary_{"dpk::model::fitting_rows", 0};          ///< (ntypes + 4)
   Kokkos::View<int*, Kokkos::HostSpace> summary_host_{"dpk::model::fitting_rows_host", 0};

@@ -192,14 +192,13 @@ class DescriptorStage {
     Matrix const g = embedding_.output(0, layout.embedding_rows());
     if constexpr (host_schedule_v<ExecutionSpace>) {
       if (embedding_.host_chunks()) {  // T summed chunk by chunk while each chunk's G is in cache
-        Scalar* const partials = zeroed_t_partials(space, layout);
-        std::size_t const per_worker = t_partial_size(layout);
         auto const& in = layout.in;
-        embedding_.forward_blocks(space, params, layout.embedding_blocks, s,
-                                  [&in, partials, per_worker](int worker, int r0, int r1, Matrix rows) {
-                                    contract_rows(in, rows, r0, r1, partials + worker * per_worker);
+        auto const partial = t_partials(space, layout);
+        embedding_.forward_blocks(space, params, layout.embedding_parts, s,
+                                  [&in, partial](int net, int r0, int r1, Matrix rows) {
+                                    contract_rows(in, rows, r0, r1, partial(net));
                                   });
-        finish_contraction(space, in, t_partials_, host_workers(space), g, t, d, false);
+        finish_contraction(space, in, t_partials_, in.ntypes, g, t, d, false);
         return;
       }
     }
@@ -216,7 +215,7 @@ class DescriptorStage {
     Matrix const g = embedding_.output(0, layout.embedding_rows());
     if constexpr (host_schedule_v<ExecutionSpace>) {
       if (embedding_.host_chunks()) {  // dE/dG made chunk by chunk (de_dg is not written)
-        embedding_.backward_input_blocks(space, params, layout.embedding_blocks, Matrix(), de_ds,
+        embedding_.backward_input_blocks(space, params, layout.embedding_parts, Matrix(), de_ds,
                                          first_order_seed(layout, a));
         return environment_cotangent(space, layout.in, a, g, de_ds, de_drn);
       }
@@ -237,15 +236,14 @@ class DescriptorStage {
     gather_embedding_column(space, layout.in, v, false, s_tangent);
     if constexpr (host_schedule_v<ExecutionSpace>) {
       if (embedding_.host_chunks()) {  // T' summed chunk by chunk; G' itself is never stored
-        Scalar* const partials = zeroed_t_partials(space, layout);
-        std::size_t const per_worker = t_partial_size(layout);
         auto const& in = layout.in;
+        auto const partial = t_partials(space, layout);
         Matrix const g = embedding_.output(0, rows);
-        embedding_.tangent_blocks(space, params, layout.embedding_blocks, s_tangent,
-                                  [&in, partials, per_worker, v, g](int worker, int r0, int r1, Matrix rows_t) {
-                                    contract_rows(in, rows_t, r0, r1, partials + worker * per_worker, v, g);
+        embedding_.tangent_blocks(space, params, layout.embedding_parts, s_tangent,
+                                  [&in, partial, v, g](int net, int r0, int r1, Matrix rows_t) {
+                                    contract_rows(in, rows_t, r0, r1, partial(net), v, g);
                                   });
-        finish_contraction(space, in, t_partials_, host_workers(space), g, t_tangent, d_tangent, true, t);
+        finish_contraction(space, in, t_partials_, in.ntypes, g, t_tangent, d_tangent, true, t);
         return;
       }
     }
@@ -276,7 +274,7 @@ class DescriptorStage {
         auto seed = [&in, dl_dt, a, v, constants](int r0, int r1, Matrix out) {
           embedding_cotangent_rows(in, dl_dt, a, v, constants, r0, r1, out);
         };
-        embedding_.reverse_blocks(space, params, grads, layout.embedding_blocks, s, s_tangent, Matrix(), Matrix(),
+        embedding_.reverse_blocks(space, params, grads, layout.embedding_parts, s, s_tangent, Matrix(), Matrix(),
                                   Matrix(), accumulate, seed, first_order_seed(layout, a));
         return;
       }
@@ -299,18 +297,23 @@ class DescriptorStage {
     return static_cast<int>(rows);
   }
 
-  /// Host workers of the chunked passes (one partial T each), elements of one partial T, and
-  /// all partials zeroed (host schedule).
-  static int host_workers(ExecutionSpace const& space) { return std::max(1, int(space.concurrency())); }
-  std::size_t t_partial_size(Layout const& layout) const { return std::size_t(layout.in.nloc) * 4 * m1_; }
-  Scalar* zeroed_t_partials(ExecutionSpace const& space, Layout const& layout) {
-    std::size_t const n = t_partial_size(layout) * host_workers(space);
+  /// The chunked passes' partial T sums, one (nloc, 4, M1) array per neighbour type, zeroed
+  /// (host schedule), as a map from a net to its neighbour type's array. A centre's rows of a
+  /// net lie in one part of BatchLayout::embedding_parts, so each (centre, neighbour type) sum
+  /// is made by one thread in row order, and finish_contraction adds the types in order: T does
+  /// not depend on the thread count or on which thread ran which part.
+  auto t_partials(ExecutionSpace const& space, Layout const& layout) {
+    std::size_t const per_type = std::size_t(layout.in.nloc) * 4 * m1_;
+    std::size_t const n = per_type * std::size_t(layout.in.ntypes);
     ensure_extent(t_partials_, n);
     Scalar* const p = t_partials_.data();
     // A kernel, not deep_copy (no Kokkos Tools deep-copy event per step): rows of M1.
     nn::detail::fill_zero(space, Matrix(p, int(n / m1_), m1_));
     space.fence();
-    return p;
+    int const ntypes = layout.in.ntypes;
+    bool const tos = layout.in.type_one_side;
+    // net_of(tos, ntypes, ti, tj) = tj (type_one_side) or ti + ntypes tj.
+    return [p, per_type, ntypes, tos](int net) { return p + std::size_t(tos ? net : net / ntypes) * per_type; };
   }
 
   /// The first-order pass's embedding-output seed dE/dG = (1/nnei) A Rn, row by row (host schedule).
@@ -322,7 +325,7 @@ class DescriptorStage {
 
   DescriptorConfig config_;
   View1<Scalar, memory_space> seed_constants_{"dpk::model::embedding_seed_constants", 0};
-  View1<Scalar, memory_space> t_partials_{"dpk::model::t_partials", 0};  ///< per host worker (nloc, 4, M1)
+  View1<Scalar, memory_space> t_partials_{"dpk::model::t_partials", 0};  ///< per neighbour type (nloc, 4, M1)
   int ntypes_ = 0, nnei_ = 0, m1_ = 0, m2_ = 0;
   std::vector<int> sel_offset_;
   std::vector<nn::LayerShape> shapes_;

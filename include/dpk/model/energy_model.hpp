@@ -300,7 +300,8 @@ class EnergyModel {
                  int centres = -1) {
     auto& w = work_;
     w.layout.build(space, w.nlist.count, w.env.rows, descriptor_stage_.empty_row(), types,
-                   descriptor_stage_.sel_offset(), m1(), m2(), descriptor_.type_one_side, nframes, natoms, centres);
+                   descriptor_stage_.sel_offset(), m1(), m2(), descriptor_.type_one_side, nframes, natoms, centres,
+                   4 * descriptor_stage_.embedding_chunk_rows());  // parts of at least 4 chunks
     descriptor_stage_.reserve(w.layout);
     fitting_stage_.reserve(w.layout);
     w.reserve(space, descriptor_stage_.nnei(), m1(), m2(), !compressed());

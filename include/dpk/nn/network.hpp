@@ -9,6 +9,7 @@
 #include <dpk/nn/layer.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -35,10 +36,11 @@ class NetworkFamily {
   /// inside a host thread: lets the chunked host path make each chunk's seed when it needs it
   /// instead of reading a whole-batch seed matrix (see backward_input_blocks, reverse_blocks).
   using Seed = std::function<void(int r0, int r1, Matrix out)>;
-  /// Receives a chunk's final output rows [r0, r1) (`out`: r1 - r0, n_output()) inside host
-  /// worker `worker` (0 .. host concurrency - 1) right after the chunk's pass, while they are in
-  /// cache (see forward_blocks, tangent_blocks).
-  using Sink = std::function<void(int worker, int r0, int r1, Matrix out)>;
+  /// Receives a chunk's final output rows [r0, r1) of net `net` (`out`: r1 - r0, n_output())
+  /// inside a host thread right after the chunk's pass, while they are in cache (see
+  /// forward_blocks, tangent_blocks). Chunks of one block come in row order from one thread;
+  /// different blocks may run at the same time.
+  using Sink = std::function<void(int net, int r0, int r1, Matrix out)>;
 
   NetworkFamily() = default;
   /// `shapes` of every net; `offsets[net][layer]` into the flat parameter buffer; `label` names allocations.
@@ -56,12 +58,15 @@ class NetworkFamily {
     transposed_from_.assign(offsets_.size(), nullptr);
   }
 
-  /// On host spaces, the *_blocks passes give each thread a share of the rows and run it in
-  /// chunks of `rows` rows through every layer (single-threaded GEMMs and elementwise loops), so
-  /// a chunk's activations stay in cache between layers; each thread sums its weight gradients
-  /// in its own buffer. 0 (the default) runs each layer over all rows of a net at once, the
-  /// GEMMs split over the threads (the better choice for few, wide rows: the fitting nets).
-  /// Device spaces always run layer by layer.
+  /// On host spaces, the *_blocks passes hand the blocks out to the threads one at a time (a
+  /// thread that finishes early takes the next block: a core shared with another job slows the
+  /// pass by its share only) and run each block in chunks of `rows` rows through every layer
+  /// (single-threaded GEMMs and elementwise loops), so a chunk's activations stay in cache
+  /// between layers. Weight gradients are summed per block and the block sums added in block
+  /// order: the result depends on the blocks, not on which thread ran which, so give these
+  /// passes a few blocks per thread (the descriptor's embedding_parts). 0 (the default) runs
+  /// each layer over all rows of a net at once, the GEMMs split over the threads (the better
+  /// choice for few, wide rows: the fitting nets). Device spaces always run layer by layer.
   void set_host_chunk_rows(int rows) { chunk_rows_ = std::max(0, rows); }
   int host_chunk_rows() const { return chunk_rows_; }
 
@@ -115,7 +120,7 @@ class NetworkFamily {
         grow(ones_, scratch_rows, "ones");
         Kokkos::deep_copy(ones_, Scalar(1));
       }
-      if (host_schedule_v<ExecutionSpace> && chunk_rows_ > 0) reserve_thread_gradients();
+      if (host_schedule_v<ExecutionSpace> && chunk_rows_ > 0) reserve_block_gradients();
     }
   }
 
@@ -135,9 +140,9 @@ class NetworkFamily {
     require(!sink || host_chunks(), "nn::NetworkFamily::forward_blocks: a sink needs the chunked host path");
     for (auto const& b : blocks) transpose_weights(space, params, b.net);
     run_blocks(space, blocks, "dpk::nn::NetworkFamily::forward_chunks",
-               [&](auto const& on, int worker, int net, int r0, int r1) {
+               [&](auto const& on, int, int, int net, int r0, int r1) {
                  forward_layers(on, params, net, rows_of(x0, r0, r1), r0, r1);
-                 if (sink) sink(worker, r0, r1, output(r0, r1));
+                 if (sink) sink(net, r0, r1, output(r0, r1));
                });
   }
 
@@ -148,11 +153,11 @@ class NetworkFamily {
                       Sink const& sink = {}) {
     require(!sink || host_chunks(), "nn::NetworkFamily::tangent_blocks: a sink needs the chunked host path");
     run_blocks(space, blocks, "dpk::nn::NetworkFamily::tangent_chunks",
-               [&](auto const& on, int worker, int net, int r0, int r1) {
+               [&](auto const& on, int worker, int, int net, int r0, int r1) {
                  if (!sink) return tangent_layers(on, params, net, rows_of(x0t, r0, r1), r0, r1);
                  Matrix const last(last_tangent_.data() + scratch_start(worker), r1 - r0, n_output());
                  tangent_layers(on, params, net, rows_of(x0t, r0, r1), r0, r1, last);
-                 sink(worker, r0, r1, last);
+                 sink(net, r0, r1, last);
                });
   }
 
@@ -162,7 +167,7 @@ class NetworkFamily {
                              Matrix g_out, Matrix g_in, Seed const& seed = {}) {
     require(!seed || host_chunks(), "nn::NetworkFamily::backward_input_blocks: seeds need the chunked host path");
     run_blocks(space, blocks, "dpk::nn::NetworkFamily::backward_input_chunks",
-               [&](auto const& on, int worker, int net, int r0, int r1) {
+               [&](auto const& on, int worker, int, int net, int r0, int r1) {
                  std::size_t const s0 = scratch_start(worker);
                  Matrix g = seed ? seed_rows(seed, seed_g_, s0, r0, r1) : rows_of(g_out, r0, r1);
                  backward_input_layers(on, params, net, r0, r1, g, rows_of(g_in, r0, r1), s0);
@@ -175,8 +180,8 @@ class NetworkFamily {
 
   /// reverse() of every block (x0, x0t, g_out, gt_out, g_in indexed by buffer row; g_in may be
   /// empty). The gradient of each net named in `blocks` is accumulated or overwritten as in
-  /// reverse(); on the chunked host path each worker sums into its own buffer and the buffers
-  /// are added in worker order (deterministic for a fixed thread count).
+  /// reverse(); on the chunked host path each block sums into its own buffer and the buffers
+  /// are added in block order (deterministic for given blocks, whatever thread ran which).
   /// With `seed` and `seed_t` (only where host_chunks()) g_out and gt_out are not read: each
   /// chunk's rows come from them.
   void reverse_blocks(ExecutionSpace const& space, Scalar* params, Scalar* grads, std::vector<RowBlock> const& blocks,
@@ -190,10 +195,13 @@ class NetworkFamily {
         return;
       }
     }
-    for (auto const& b : blocks)
+    std::vector<char> seen(offsets_.size(), 0);  // a net's later blocks add to its first block's gradient
+    for (auto const& b : blocks) {
       reverse(space, params, grads, b.net, rows_of(x0, b.begin, b.end), rows_of(x0t, b.begin, b.end), b.begin, b.end,
               rows_of(g_out, b.begin, b.end), rows_of(gt_out, b.begin, b.end), rows_of(g_in, b.begin, b.end),
-              accumulate);
+              accumulate || seen[b.net]);
+      seen[b.net] = 1;
+    }
   }
 
   /// Stores w^T of every layer of net `net` (read by the backward passes, see LayerParams::wt)
@@ -332,52 +340,54 @@ class NetworkFamily {
     }
   }
 
-  /// Runs pass(on, worker, net, r0, r1) over `blocks`: on the chunked host path once per chunk
-  /// with on = InThread, else once per block with on = `space` and worker 0 (scratch_start(0) = 0).
+  /// Runs pass(on, worker, block, net, r0, r1) over `blocks`: on the chunked host path once per
+  /// chunk with on = InThread, else once per block with on = `space` and worker 0
+  /// (scratch_start(0) = 0).
   template <class Pass>
   void run_blocks(ExecutionSpace const& space, std::vector<RowBlock> const& blocks, char const* label,
                   Pass const& pass) {
     if constexpr (host_schedule_v<ExecutionSpace>) {
       if (chunk_rows_ > 0) {
-        for_each_chunk(space, blocks, label, [&](int worker, int net, int r0, int r1) {
-          pass(InThread{}, worker, net, r0, r1);
+        for_each_chunk(space, blocks, label, [&](int worker, int block, int net, int r0, int r1) {
+          pass(InThread{}, worker, block, net, r0, r1);
         });
         return;
       }
     }
-    for (auto const& b : blocks) pass(space, 0, b.net, b.begin, b.end);
+    for (std::size_t k = 0; k < blocks.size(); ++k) pass(space, 0, int(k), blocks[k].net, blocks[k].begin, blocks[k].end);
   }
 
   /// The chunked host reverse pass (see reverse_blocks).
   void reverse_chunks(ExecutionSpace const& space, Scalar* params, Scalar* grads, std::vector<RowBlock> const& blocks,
                       Matrix x0, Matrix x0t, Matrix g_out, Matrix gt_out, Matrix g_in, bool accumulate,
                       Seed const& seed, Seed const& seed_t) {
-    reserve_thread_gradients();
+    reserve_block_gradients(blocks.size());
     int const nets = num_nets();
     std::fill(touched_.begin(), touched_.end(), char(0));
     Scalar* slabs = thread_grads_.data();
     std::size_t const slab = slab_size_;
-    for_each_chunk(space, blocks, "dpk::nn::NetworkFamily::reverse_chunks", [&](int worker, int net, int r0, int r1) {
-      char& seen = touched_[std::size_t(worker) * nets + net];
-      std::size_t const s0 = scratch_start(worker);
-      Matrix const g = seed ? seed_rows(seed, seed_g_, s0, r0, r1) : rows_of(g_out, r0, r1);
-      Matrix const gt = seed_t ? seed_rows(seed_t, seed_gt_, s0, r0, r1) : rows_of(gt_out, r0, r1);
-      reverse_layers(InThread{}, params, slabs + worker * slab, slab_offsets_, net, rows_of(x0, r0, r1),
-                     rows_of(x0t, r0, r1), r0, r1, g, gt, rows_of(g_in, r0, r1), seen != 0, s0);
-      seen = 1;
-    });
-    // grads = [grads +] the workers' sums in worker order, for every net named in blocks.
+    for_each_chunk(space, blocks, "dpk::nn::NetworkFamily::reverse_chunks",
+                   [&](int worker, int block, int net, int r0, int r1) {
+                     char& seen = touched_[std::size_t(block) * nets + net];
+                     std::size_t const s0 = scratch_start(worker);
+                     Matrix const g = seed ? seed_rows(seed, seed_g_, s0, r0, r1) : rows_of(g_out, r0, r1);
+                     Matrix const gt = seed_t ? seed_rows(seed_t, seed_gt_, s0, r0, r1) : rows_of(gt_out, r0, r1);
+                     reverse_layers(InThread{}, params, slabs + block * slab, slab_offsets_, net, rows_of(x0, r0, r1),
+                                    rows_of(x0t, r0, r1), r0, r1, g, gt, rows_of(g_in, r0, r1), seen != 0, s0);
+                     seen = 1;
+                   });
+    // grads = [grads +] the blocks' sums in block order, for every net named in blocks.
     std::fill(named_.begin(), named_.end(), char(0));
     for (auto const& b : blocks) named_[b.net] = 1;
-    int const workers = workers_used_;
+    std::size_t const nblocks = blocks.size();
     Kokkos::parallel_for(
-        "dpk::nn::NetworkFamily::reduce_thread_gradients",
+        "dpk::nn::NetworkFamily::reduce_block_gradients",
         Kokkos::RangePolicy<ExecutionSpace>(space, 0, static_cast<std::int64_t>(slab)), [&](std::int64_t const j) {
           int const net = slab_net_[j];
           if (!named_[net]) return;
           Scalar sum = accumulate ? grads[slab_destination_[j]] : Scalar(0);
-          for (int w = 0; w < workers; ++w)
-            if (touched_[std::size_t(w) * nets + net]) sum += slabs[w * slab + j];
+          for (std::size_t k = 0; k < nblocks; ++k)
+            if (touched_[k * nets + net]) sum += slabs[k * slab + j];
           grads[slab_destination_[j]] = sum;
         });
     space.fence();
@@ -393,47 +403,40 @@ class NetworkFamily {
   /// First scratch element of `worker` on the chunked path.
   std::size_t scratch_start(int worker) const { return std::size_t(worker) * chunk_rows_ * width_max_; }
 
-  /// Runs body(worker, net, r0, r1) on chunks of at most chunk_rows_ rows covering every block:
-  /// the rows of all blocks (in block order) are split evenly into one contiguous share per
-  /// worker (at most one worker per host thread), each worker's share in order.
+  /// Runs body(worker, block, net, r0, r1) on chunks of at most chunk_rows_ rows covering every
+  /// block: one worker per host thread (at most one per block) takes the next block not yet
+  /// taken until none is left (self-scheduling: a worker on a busy core takes fewer blocks) and
+  /// runs its chunks in row order. `worker` (0 .. concurrency - 1) names the scratch rows in use.
   template <class Body>
   void for_each_chunk(ExecutionSpace const& space, std::vector<RowBlock> const& blocks, char const* label,
                       Body const& body) {
-    std::size_t total = 0;
-    for (auto const& b : blocks) total += std::size_t(std::max(0, b.end - b.begin));
+    int const nblocks = static_cast<int>(blocks.size());
     int const threads = std::max(1, static_cast<int>(space.concurrency()));
-    int const workers = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(threads, total)));
-    workers_used_ = workers;
-    if (total == 0) return;
+    int const workers = std::min(threads, nblocks);
+    if (workers == 0) return;
     int const chunk = chunk_rows_;
     require(gz_.extent(0) >= std::size_t(threads) * chunk * width_max_,
             "nn::NetworkFamily: call reserve() after set_host_chunk_rows()");
     RowBlock const* first = blocks.data();
-    std::size_t const nblocks = blocks.size();
+    std::atomic<int> next{0};
     space.fence();
     Kokkos::parallel_for(
         label, Kokkos::RangePolicy<ExecutionSpace>(space, 0, workers).set_chunk_size(1), [&](int const worker) {
-          std::size_t const lo = total * worker / workers, hi = total * (worker + 1) / workers;
-          std::size_t offset = 0;  // position of block k's first row in the concatenation
-          for (std::size_t k = 0; k < nblocks && offset < hi; ++k) {
+          for (int k = next.fetch_add(1, std::memory_order_relaxed); k < nblocks;
+               k = next.fetch_add(1, std::memory_order_relaxed)) {
             RowBlock const& b = first[k];
-            std::size_t const len = std::size_t(std::max(0, b.end - b.begin));
-            std::size_t const from = std::max(lo, offset), to = std::min(hi, offset + len);
-            for (std::size_t r = from; r < to; r += chunk) {
-              int const r0 = b.begin + static_cast<int>(r - offset);
-              int const r1 = b.begin + static_cast<int>(std::min(to, r + chunk) - offset);
-              body(worker, b.net, r0, r1);
-            }
-            offset += len;
+            for (int r0 = b.begin; r0 < b.end; r0 += chunk) body(worker, k, b.net, r0, std::min(b.end, r0 + chunk));
           }
         });
     space.fence();
   }
 
-  /// Per-worker gradient buffers of the chunked reverse pass: one slab per host thread holding
-  /// every net's tensors (compact layout slab_offsets_), and the map back to the flat buffer.
-  void reserve_thread_gradients() {
-    int const threads = std::max(1, static_cast<int>(ExecutionSpace().concurrency()));
+  /// Per-block gradient buffers of the chunked reverse pass: one slab per block (at least one
+  /// per host thread) holding every net's tensors (compact layout slab_offsets_), and the map
+  /// back to the flat buffer.
+  void reserve_block_gradients(std::size_t blocks = 0) {
+    std::size_t const slabs = std::max<std::size_t>(
+        {std::size_t(1), std::size_t(ExecutionSpace().concurrency()), blocks});
     if (slab_offsets_.size() != offsets_.size()) {
       slab_offsets_.assign(offsets_.size(), std::vector<LayerOffsets>(shapes_.size()));
       slab_destination_.clear();
@@ -458,8 +461,8 @@ class NetworkFamily {
       slab_size_ = slab_destination_.size();
       named_.assign(offsets_.size(), 0);
     }
-    touched_.assign(std::size_t(threads) * offsets_.size(), 0);
-    grow(thread_grads_, std::size_t(threads) * slab_size_, "thread_gradients");
+    touched_.assign(slabs * offsets_.size(), 0);
+    grow(thread_grads_, slabs * slab_size_, "block_gradients");
   }
 
   /// ensure_extent (core/types.hpp) on a buffer named `label_::what` the first time it is sized.
@@ -473,7 +476,6 @@ class NetworkFamily {
   std::string label_;
   int width_max_ = 1;
   int chunk_rows_ = 0;
-  int workers_used_ = 1;
   std::vector<std::vector<LayerOffsets>> slab_offsets_;
   std::vector<std::size_t> slab_destination_;
   std::vector<int> slab_net_;
