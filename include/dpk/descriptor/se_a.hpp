@@ -119,6 +119,16 @@ void build_embedding_rows(ExecutionSpace const& space, View2<int, MemorySpace> c
   rows.total_rows = next;
   auto row_offset = rows.row_offset;
   auto const_base = rows.const_base;
+  // The host schedule also maps every filled row back to its centre and slot (a run-time flag
+  // in the kernel: nvcc's extended lambdas reject a compile-time constant used inside).
+  if constexpr (host_schedule_v<ExecutionSpace>) {
+    ensure_extent(rows.row_atom, std::size_t(rows.total_rows));
+    ensure_extent(rows.row_slot, std::size_t(rows.total_rows));
+  }
+  auto row_atom = rows.row_atom;
+  auto row_slot = rows.row_slot;
+  auto sel = rows.sel_offset;
+  bool const row_maps = row_atom.extent(0) > 0;
   Kokkos::parallel_for(
       "dpk::descriptor::EmbeddingRows::offsets", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc * ntypes),
       KOKKOS_LAMBDA(int const p) {
@@ -126,24 +136,15 @@ void build_embedding_rows(ExecutionSpace const& space, View2<int, MemorySpace> c
         int const k = EmbeddingRows<MemorySpace>::net_of(tos, ntypes, types(i), tj);
         // filled rows of net k start at const_base(k) - filled_k = begin_k; scan(k*nloc) is the net's start in scan space
         int const filled_k = scan((k + 1) * nloc) - scan(k * nloc);
-        row_offset(i, tj) = const_base(k) - filled_k + (scan(k * nloc + i) - scan(k * nloc));
+        int const first = const_base(k) - filled_k + (scan(k * nloc + i) - scan(k * nloc));
+        row_offset(i, tj) = first;
+        if (!row_maps) return;
+        for (int j = 0; j < count(i, tj); ++j) {
+          row_atom(first + j) = i;
+          row_slot(first + j) = sel(tj) + j;
+        }
       });
   if constexpr (host_schedule_v<ExecutionSpace>) {
-    ensure_extent(rows.row_atom, std::size_t(rows.total_rows));
-    ensure_extent(rows.row_slot, std::size_t(rows.total_rows));
-    auto row_atom = rows.row_atom;
-    auto row_slot = rows.row_slot;
-    auto sel = rows.sel_offset;
-    Kokkos::parallel_for(
-        "dpk::descriptor::EmbeddingRows::row_maps", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc * ntypes),
-        KOKKOS_LAMBDA(int const p) {
-          int const i = p / ntypes, tj = p % ntypes;
-          int const first = row_offset(i, tj);
-          for (int j = 0; j < count(i, tj); ++j) {
-            row_atom(first + j) = i;
-            row_slot(first + j) = sel(tj) + j;
-          }
-        });
     Kokkos::parallel_for(
         "dpk::descriptor::EmbeddingRows::constant_row_maps",
         Kokkos::RangePolicy<ExecutionSpace>(space, 0, nnets * ntypes), KOKKOS_LAMBDA(int const c) {

@@ -160,6 +160,9 @@ class DescriptorStage {
   /// Rows per chunk of the embedding nets on host spaces (nn::NetworkFamily::set_host_chunk_rows).
   void set_embedding_chunk_rows(int rows) { embedding_.set_host_chunk_rows(rows); }
   int embedding_chunk_rows() const { return embedding_.host_chunk_rows(); }
+  /// True where the embedding passes run chunk by chunk on host threads (they then make the
+  /// output-side seeds themselves: no whole-batch dE/dG or dL/dG buffer is needed).
+  bool embedding_host_chunks() const { return embedding_.host_chunks(); }
 
   // --- the passes -------------------------------------------------------------------------
 

@@ -304,7 +304,7 @@ class EnergyModel {
                    4 * descriptor_stage_.embedding_chunk_rows());  // parts of at least 4 chunks
     descriptor_stage_.reserve(w.layout);
     fitting_stage_.reserve(w.layout);
-    w.reserve(space, descriptor_stage_.nnei(), m1(), m2(), !compressed());
+    w.reserve(space, descriptor_stage_.nnei(), m1(), m2(), !compressed(), !descriptor_stage_.embedding_host_chunks());
   }
 
   /// Descriptor D -> fitting nets -> atomic and frame energies.
@@ -361,10 +361,10 @@ class EnergyModel {
   int m2() const { return descriptor_stage_.m2(); }
   /// A flat D-shaped buffer as the (nloc, M1*M2) matrix of fitting rows.
   Matrix d_matrix(View1<Scalar, memory_space> const& v, int nloc) const { return Matrix(v.data(), nloc, m1() * m2()); }
-  /// A buffer of the embedding rows as a (rows, ncol) matrix (no rows when compressed: the
-  /// tables need none and the buffers are not sized).
+  /// A buffer of the embedding rows as a (rows, ncol) matrix (no rows when compressed, or when
+  /// the buffer is not sized: the tables, or the chunked host passes for the seeds, need none).
   Matrix embedding_matrix(View1<Scalar, memory_space> const& v, int ncol) const {
-    return Matrix(v.data(), compressed() ? 0 : work_.layout.embedding_rows(), ncol);
+    return Matrix(v.data(), compressed() || v.extent(0) == 0 ? 0 : work_.layout.embedding_rows(), ncol);
   }
   static std::vector<double> to_host(View1<Scalar, memory_space> const& v) {
     auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);

@@ -56,9 +56,10 @@ struct ModelWorkspace {
   View1<Scalar, MemorySpace> dl_dg{"dpk::model::dG", 0};                   ///< (rows * M1)
 
   /// Sizes every buffer for the batch in `layout` (never shrinks); the embedding-row buffers
-  /// only when `embedding_rows` (a compressed model has none).
+  /// only when `embedding_rows` (a compressed model has none), the whole-batch seeds dl_dg and
+  /// de_dg only when `embedding_seeds` (the chunked host passes make them chunk by chunk).
   template <class ExecutionSpace>
-  void reserve(ExecutionSpace const& space, int nnei, int m1, int m2, bool embedding_rows) {
+  void reserve(ExecutionSpace const& space, int nnei, int m1, int m2, bool embedding_rows, bool embedding_seeds) {
     std::size_t const rows = std::size_t(layout.embedding_rows());
     std::size_t const nloc = std::size_t(layout.nloc());
     std::size_t const width = std::size_t(m1) * m2;
@@ -66,6 +67,8 @@ struct ModelWorkspace {
       ensure_extent(s, rows);
       ensure_extent(s_tangent, rows);
       ensure_extent(de_ds, rows);
+    }
+    if (embedding_rows && embedding_seeds) {
       ensure_extent(dl_dg, rows * m1);
       ensure_extent(de_dg, rows * m1);
     }
