@@ -42,6 +42,14 @@ inline constexpr bool host_schedule_v =
     is_host_space_v<ExecutionSpace>;
 #endif
 
+/// Policies whose iterations host threads take a few at a time as they finish (OpenMP dynamic
+/// schedule; GPUs ignore the schedule): for kernels of independent iterations, so that a thread
+/// on a core shared with another job takes less work and the result does not change.
+template <class ExecutionSpace>
+using DynamicRangePolicy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>;
+template <class ExecutionSpace>
+using DynamicMDRangePolicy2 = Kokkos::MDRangePolicy<ExecutionSpace, Kokkos::Rank<2>, Kokkos::Schedule<Kokkos::Dynamic>>;
+
 /// The "execution space" of work that already runs inside one host thread (a block of a
 /// parallel region): for_each_element loops inline, blas::gemm makes one single-threaded call.
 /// Lets the network layers run a chunk of rows per thread with the same code as the
@@ -78,8 +86,7 @@ void for_each_element(ExecutionSpace const& space, char const* label, int rows, 
     // does not depend on which thread ran which chunk).
     int const chunk = cols >= 4096 ? 1 : 4096 / cols;
     int const nchunks = (rows + chunk - 1) / chunk;
-    using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>;
-    Kokkos::parallel_for(label, Policy(space, 0, nchunks), [=](int const k) {
+    Kokkos::parallel_for(label, DynamicRangePolicy<ExecutionSpace>(space, 0, nchunks), [=](int const k) {
       int const r_end = (k + 1) * chunk < rows ? (k + 1) * chunk : rows;
       for (int r = k * chunk; r < r_end; ++r) {
         DPK_SIMD_LOOP

@@ -85,8 +85,8 @@ void gemm(InThread const&, const char* trans_a, const char* trans_b, typename AV
 /// so that the vendor BLAS is used. On host spaces with several threads, products with
 /// op(A) = A are split into blocks of rows of A and C, or, when C has fewer rows than columns
 /// (the fitting nets: each block then packs a slice of B instead of all of it), of columns of
-/// op(B) and C; two blocks per thread (every block packs its share of both operands: more cost
-/// more packing), handed out one at a time (for_each_block).
+/// op(B) and C; two blocks per thread (every block packs its share of both operands, so more
+/// blocks cost more packing), handed out one at a time (for_each_block).
 template <class ExecutionSpace, class AView, class BView, class CView>
 void gemm(ExecutionSpace const& space, const char* trans_a, const char* trans_b,
           typename AView::const_value_type alpha, AView const& a, BView const& b,

@@ -5,6 +5,7 @@
 
 #include <dpk/core/compat.hpp>
 #include <dpk/core/error.hpp>
+#include <dpk/core/for_each.hpp>
 #include <dpk/core/types.hpp>
 #include <dpk/neighbor/neighbor_list.hpp>
 
@@ -134,9 +135,7 @@ void compute_environment_matrix(
   Scalar const rmin = Scalar(rcut_smth), rmax = Scalar(rcut);
   Scalar const inv_width = Scalar(1) / (rmax - rmin);
   Kokkos::parallel_for(
-      "dpk::descriptor::EnvMat",
-      Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, nloc * nnei),
-      KOKKOS_LAMBDA(int e) {
+      "dpk::descriptor::EnvMat", DynamicRangePolicy<ExecutionSpace>(space, 0, nloc * nnei), KOKKOS_LAMBDA(int e) {
         int const i = e / nnei, s = e - i * nnei;
         int t = types(i);
         t = t < 0 ? 0 : (t >= ntypes_stat ? ntypes_stat - 1 : t);
@@ -200,8 +199,7 @@ void environment_derivative(ExecutionSpace const& space,
   auto inv_std = env.inv_std;
   auto rij = list.rij;
   Kokkos::parallel_for(
-      "dpk::descriptor::EnvMatDeriv",
-      Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, nloc * nnei),
+      "dpk::descriptor::EnvMatDeriv", DynamicRangePolicy<ExecutionSpace>(space, 0, nloc * nnei),
       KOKKOS_LAMBDA(int e) {
         int const i = e / nnei, s = e - i * nnei, t = centre_type(i);
         Scalar const f[3] = {factors(i, s, 0), factors(i, s, 1), factors(i, s, 2)};

@@ -359,8 +359,7 @@ void force_virial_adjoint(ExecutionSpace const& space,
   auto rij = list.rij;
   auto index = list.index;
   Kokkos::parallel_for(
-      "dpk::descriptor::ForceVirialAdjoint",
-      Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, nloc), KOKKOS_LAMBDA(int i) {
+      "dpk::descriptor::ForceVirialAdjoint", DynamicRangePolicy<ExecutionSpace>(space, 0, nloc), KOKKOS_LAMBDA(int i) {
         int const frame = i / natoms, t = centre_type(i);
         Scalar w[9];
         for (int k = 0; k < 9; ++k) w[k] = cW(frame, k);

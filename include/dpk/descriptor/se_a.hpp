@@ -417,7 +417,7 @@ void finish_contraction(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpa
   Scalar const* const sums = partials.data();
   Kokkos::parallel_for(
       tangent ? "dpk::descriptor::SeA::Descriptor_tangent_finish" : "dpk::descriptor::SeA::Descriptor_finish",
-      Kokkos::RangePolicy<ExecutionSpace, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0, nloc), [=](int const i) {
+      DynamicRangePolicy<ExecutionSpace>(space, 0, nloc), [=](int const i) {
         Scalar* const tr = &t_out(i, 0, 0);
         Scalar const* const first = sums + std::size_t(i) * 4 * m1;
         for (int k = 0; k < 4 * m1; ++k) tr[k] = first[k];
@@ -460,7 +460,7 @@ void descriptor_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemoryS
   int const centre_rows = in.centre_rows < 0 ? in.nloc : in.centre_rows;
   Kokkos::parallel_for(
       "dpk::descriptor::SeA::Descriptor_cotangent",
-      Kokkos::MDRangePolicy<ExecutionSpace, Kokkos::Rank<2>, Kokkos::Schedule<Kokkos::Dynamic>>(space, {0, 0}, {in.nloc, m1}),
+      DynamicMDRangePolicy2<ExecutionSpace>(space, {0, 0}, {in.nloc, m1}),
       KOKKOS_LAMBDA(int const i, int const m) {
         int const p = position(i);
         Scalar const* const tr = &t(i, 0, 0);  // (4, m1) block of centre i
@@ -641,7 +641,7 @@ void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, Memory
   Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
   Kokkos::parallel_for(
       "dpk::descriptor::SeA::Environment_cotangent",
-      Kokkos::MDRangePolicy<ExecutionSpace, Kokkos::Rank<2>, Kokkos::Schedule<Kokkos::Dynamic>>(space, {0, 0}, {in.nloc, nnei}),
+      DynamicMDRangePolicy2<ExecutionSpace>(space, {0, 0}, {in.nloc, nnei}),
       KOKKOS_LAMBDA(int const i, int const slot) {
         int tj = 0;
         while (tj + 1 < ntypes && slot >= sel_offset(tj + 1)) ++tj;

@@ -140,7 +140,7 @@ class NetworkFamily {
     require(!sink || host_chunks(), "nn::NetworkFamily::forward_blocks: a sink needs the chunked host path");
     for (auto const& b : blocks) transpose_weights(space, params, b.net);
     run_blocks(space, blocks, "dpk::nn::NetworkFamily::forward_chunks",
-               [&](auto const& on, int, int, int net, int r0, int r1) {
+               [&](auto const& on, int, int net, int r0, int r1) {
                  forward_layers(on, params, net, rows_of(x0, r0, r1), r0, r1);
                  if (sink) sink(net, r0, r1, output(r0, r1));
                });
@@ -153,7 +153,7 @@ class NetworkFamily {
                       Sink const& sink = {}) {
     require(!sink || host_chunks(), "nn::NetworkFamily::tangent_blocks: a sink needs the chunked host path");
     run_blocks(space, blocks, "dpk::nn::NetworkFamily::tangent_chunks",
-               [&](auto const& on, int worker, int, int net, int r0, int r1) {
+               [&](auto const& on, int worker, int net, int r0, int r1) {
                  if (!sink) return tangent_layers(on, params, net, rows_of(x0t, r0, r1), r0, r1);
                  Matrix const last(last_tangent_.data() + scratch_start(worker), r1 - r0, n_output());
                  tangent_layers(on, params, net, rows_of(x0t, r0, r1), r0, r1, last);
@@ -167,7 +167,7 @@ class NetworkFamily {
                              Matrix g_out, Matrix g_in, Seed const& seed = {}) {
     require(!seed || host_chunks(), "nn::NetworkFamily::backward_input_blocks: seeds need the chunked host path");
     run_blocks(space, blocks, "dpk::nn::NetworkFamily::backward_input_chunks",
-               [&](auto const& on, int worker, int, int net, int r0, int r1) {
+               [&](auto const& on, int worker, int net, int r0, int r1) {
                  std::size_t const s0 = scratch_start(worker);
                  Matrix g = seed ? seed_rows(seed, seed_g_, s0, r0, r1) : rows_of(g_out, r0, r1);
                  backward_input_layers(on, params, net, r0, r1, g, rows_of(g_in, r0, r1), s0);
@@ -340,21 +340,20 @@ class NetworkFamily {
     }
   }
 
-  /// Runs pass(on, worker, block, net, r0, r1) over `blocks`: on the chunked host path once per
-  /// chunk with on = InThread, else once per block with on = `space` and worker 0
-  /// (scratch_start(0) = 0).
+  /// Runs pass(on, worker, net, r0, r1) over `blocks`: on the chunked host path once per chunk
+  /// with on = InThread, else once per block with on = `space` and worker 0 (scratch_start(0) = 0).
   template <class Pass>
   void run_blocks(ExecutionSpace const& space, std::vector<RowBlock> const& blocks, char const* label,
                   Pass const& pass) {
     if constexpr (host_schedule_v<ExecutionSpace>) {
       if (chunk_rows_ > 0) {
-        for_each_chunk(space, blocks, label, [&](int worker, int block, int net, int r0, int r1) {
-          pass(InThread{}, worker, block, net, r0, r1);
+        for_each_chunk(space, blocks, label, [&](int worker, int, int net, int r0, int r1) {
+          pass(InThread{}, worker, net, r0, r1);
         });
         return;
       }
     }
-    for (std::size_t k = 0; k < blocks.size(); ++k) pass(space, 0, int(k), blocks[k].net, blocks[k].begin, blocks[k].end);
+    for (auto const& b : blocks) pass(space, 0, b.net, b.begin, b.end);
   }
 
   /// The chunked host reverse pass (see reverse_blocks).
@@ -364,7 +363,7 @@ class NetworkFamily {
     reserve_block_gradients(blocks.size());
     int const nets = num_nets();
     std::fill(touched_.begin(), touched_.end(), char(0));
-    Scalar* slabs = thread_grads_.data();
+    Scalar* slabs = block_grads_.data();
     std::size_t const slab = slab_size_;
     for_each_chunk(space, blocks, "dpk::nn::NetworkFamily::reverse_chunks",
                    [&](int worker, int block, int net, int r0, int r1) {
@@ -462,7 +461,7 @@ class NetworkFamily {
       named_.assign(offsets_.size(), 0);
     }
     touched_.assign(slabs * offsets_.size(), 0);
-    grow(thread_grads_, slabs * slab_size_, "block_gradients");
+    grow(block_grads_, slabs * slab_size_, "block_gradients");
   }
 
   /// ensure_extent (core/types.hpp) on a buffer named `label_::what` the first time it is sized.
@@ -481,7 +480,7 @@ class NetworkFamily {
   std::vector<int> slab_net_;
   std::size_t slab_size_ = 0;
   std::vector<char> touched_, named_;
-  View1<Scalar, memory_space> thread_grads_;
+  View1<Scalar, memory_space> block_grads_;
   std::vector<std::vector<std::size_t>> transposed_offset_;  ///< [net][layer] into transposed_
   std::size_t transposed_size_ = 0;
   std::vector<Scalar*> transposed_from_;  ///< [net]: the parameter buffer transposed_ holds
