@@ -157,8 +157,7 @@ void gemm_tn_sum(ExecutionSpace const& space, typename AView::const_value_type a
     if (rows1 > 0) detail::gemm_kk(space, "T", "N", alpha, a1, b1, rows0 > 0 ? Scalar(1) : beta, c);
     return;
   }
-  if constexpr (host_schedule_v<ExecutionSpace>) {
-    space.fence();
+  if constexpr (host_schedule_v<ExecutionSpace>) {  // for_each_block fences before and after
 #if defined(DPK_HAS_HOST_BLAS)
     // Few summed rows and many rows of C (the fitting nets' weights): split the rows of C
     // instead, each thread one column block of the A_p (strided, hence the raw BLAS call) and

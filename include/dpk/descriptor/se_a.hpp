@@ -48,6 +48,10 @@ struct EmbeddingRows {
   KOKKOS_INLINE_FUNCTION static int net_of(bool tos, int ntypes, int ti, int tj) {
     return tos ? tj : ti + ntypes * tj;
   }
+  /// Neighbour type t_j of net `net` (the inverse of net_of in t_j).
+  KOKKOS_INLINE_FUNCTION static int neighbour_type_of(bool tos, int ntypes, int net) {
+    return tos ? net : net / ntypes;
+  }
 };
 
 /// Fills `rows` for a batch from the neighbour counts (nloc, ntypes) and centre types.
@@ -79,7 +83,7 @@ void build_embedding_rows(ExecutionSpace const& space, View2<int, MemorySpace> c
       space, "dpk::descriptor::EmbeddingRows::scan", nnets * nloc,
       KOKKOS_LAMBDA(int const p) {
         int const k = p / nloc, i = p % nloc;
-        int const tj = tos ? k : k / ntypes;
+        int const tj = EmbeddingRows<MemorySpace>::neighbour_type_of(tos, ntypes, k);
         bool const mine = tos || (k % ntypes) == types(i);
         return mine ? count(i, tj) : 0;
       },
@@ -196,7 +200,7 @@ void gather_embedding_column(ExecutionSpace const& space, SeAInputs<Scalar, Memo
       "dpk::descriptor::SeA::gather_embedding_constant",
       Kokkos::RangePolicy<ExecutionSpace>(space, 0, nnets * ntypes), KOKKOS_LAMBDA(int const p) {
         int const k = p / ntypes, ti = p % ntypes;
-        int const tj = tos ? k : k / ntypes;
+        int const tj = EmbeddingRows<MemorySpace>::neighbour_type_of(tos, ntypes, k);
         s(const_base(k) + ti, 0) = constants_from_empty_row ? empty_row(ti, tj, 0) : Scalar(0);
       });
 }
@@ -509,7 +513,7 @@ void embedding_cotangent_constants(ExecutionSpace const& space, SeAInputs<Scalar
       "dpk::descriptor::SeA::Embedding_cotangent_constant",
       Kokkos::TeamPolicy<ExecutionSpace>(space, nnets * ntypes, 1, lanes), KOKKOS_LAMBDA(Team const& team) {
         int const k = team.league_rank() / ntypes, ti = team.league_rank() % ntypes;
-        int const tj = tos ? k : k / ntypes;
+        int const tj = EmbeddingRows<MemorySpace>::neighbour_type_of(tos, ntypes, k);
         int const crow = compact ? team.league_rank() : const_base(k) + ti;
         if (compact) team_vector_for(team, m1, [&](int const m) { gg(crow, m) = Scalar(0); });
         if (!tos && k % ntypes != ti) return;  // net (ti', tj) only sees centres of type ti'

@@ -315,8 +315,9 @@ class DescriptorStage {
     space.fence();
     int const ntypes = layout.in.ntypes;
     bool const tos = layout.in.type_one_side;
-    // net_of(tos, ntypes, ti, tj) = tj (type_one_side) or ti + ntypes tj.
-    return [p, per_type, ntypes, tos](int net) { return p + std::size_t(tos ? net : net / ntypes) * per_type; };
+    return [p, per_type, ntypes, tos](int net) {
+      return p + std::size_t(EmbeddingRows<memory_space>::neighbour_type_of(tos, ntypes, net)) * per_type;
+    };
   }
 
   /// The first-order pass's embedding-output seed dE/dG = (1/nnei) A Rn, row by row (host schedule).
