@@ -150,18 +150,60 @@ struct DenseTanhKernel {
   }
 };
 
-/// Runs DenseTanhKernel with the flags of `shape` (x: layer input value or tangent).
-template <bool Tangent, class ExecutionSpace, class Scalar, class MemorySpace>
-void run_dense_tanh(ExecutionSpace const& space, char const* label, LayerShape const& shape,
-                    LayerParams<Scalar, MemorySpace> const& p, MatrixView<Scalar, MemorySpace> x,
-                    MatrixView<Scalar, MemorySpace> h, MatrixView<Scalar, MemorySpace> acc,
-                    MatrixView<Scalar, MemorySpace> out) {
-  int const rows = static_cast<int>(x.extent(0));
-  auto launch = [&](auto rank_one, auto skip) {
-    DenseTanhKernel<Scalar, MemorySpace, Tangent, decltype(rank_one)::value, decltype(skip)::value> kernel{
-        x, p.w, p.b, h, acc, out, timestep_scale(shape, p), shape.n_in};
-    for_each_element(space, label, rows, shape.n_out, kernel);
+/// The rows x cols matrix `m` (rows stored back to back: see all_contiguous) as one row of
+/// rows * cols values, so that an elementwise loop over it has one remainder instead of one per
+/// row; an empty `m` stays empty.
+template <class Scalar, class MemorySpace>
+MatrixView<Scalar, MemorySpace> as_one_row(MatrixView<Scalar, MemorySpace> const& m, int rows, int cols) {
+  if (m.extent(0) == 0) return m;
+  return MatrixView<Scalar, MemorySpace>(m.data(), 1, std::size_t(rows) * std::size_t(cols));
+}
+
+/// True when every non-empty matrix in `ms` is rows x cols with rows stored back to back.
+template <class... Matrices>
+bool all_contiguous(int rows, int cols, Matrices const&... ms) {
+  auto ok = [&](auto const& m) {
+    return m.extent(0) == 0 || (int(m.extent(0)) == rows && int(m.extent(1)) == cols &&
+                                (rows <= 1 || m.stride(0) == std::size_t(cols)));
   };
+  return (ok(ms) && ...);
+}
+
+/// The forward tanh layer inside one host thread (a chunk of the chunked passes), in three
+/// loops with the same arithmetic as DenseTanhKernel<false>: z + b per row, tanh over the chunk
+/// as one flat loop (no per-row remainder: with 25-100 columns the scalar remainders cost about
+/// a quarter of the vectorised tanh), then scale h + skip(x) per row.
+template <class Scalar, class MemorySpace, bool RankOne, Skip SkipRule>
+void dense_tanh_in_thread(DenseTanhKernel<Scalar, MemorySpace, false, RankOne, SkipRule> const& k, int rows,
+                          int cols) {
+  auto const x = k.x, w = k.w, b = k.b, acc = k.acc;
+  for_each_element(InThread{}, "", rows, cols, [=](int const r, int const c) {
+    if constexpr (RankOne) {
+      acc(r, c) = x(r, 0) * w(0, c) + b(0, c);
+    } else {
+      acc(r, c) = acc(r, c) + b(0, c);
+    }
+  });
+  Scalar const* const z = acc.data();
+  Scalar* const h = k.h.data();
+  std::size_t const n = std::size_t(rows) * std::size_t(cols);
+  DPK_SIMD_LOOP
+  for (std::size_t i = 0; i < n; ++i) h[i] = math::activation_tanh(z[i]);
+  auto const hv = k.h, out = k.out;
+  auto const scale = k.scale;
+  int const n_in = k.n_in;
+  for_each_element(InThread{}, "", rows, cols, [=](int const r, int const c) {
+    Scalar o = scale(c) * hv(r, c);
+    if constexpr (SkipRule == Skip::identity) o += x(r, c);
+    if constexpr (SkipRule == Skip::concat) o += x(r, c < n_in ? c : c - n_in);
+    out(r, c) = o;
+  });
+}
+
+/// Calls f(rank_one, skip) with the compile-time flags of `shape` (std::bool_constant, and an
+/// integral constant of Skip).
+template <class F>
+void with_tanh_flags(LayerShape const& shape, F&& f) {
   using One = std::true_type;
   using Many = std::false_type;
   using None = std::integral_constant<Skip, Skip::none>;
@@ -169,10 +211,27 @@ void run_dense_tanh(ExecutionSpace const& space, char const* label, LayerShape c
   using Concat = std::integral_constant<Skip, Skip::concat>;
   bool const rank_one = shape.n_in == 1;
   switch (shape.skip) {
-    case Skip::none: return rank_one ? launch(One{}, None{}) : launch(Many{}, None{});
-    case Skip::identity: return rank_one ? launch(One{}, Identity{}) : launch(Many{}, Identity{});
-    case Skip::concat: return rank_one ? launch(One{}, Concat{}) : launch(Many{}, Concat{});
+    case Skip::none: return rank_one ? f(One{}, None{}) : f(Many{}, None{});
+    case Skip::identity: return rank_one ? f(One{}, Identity{}) : f(Many{}, Identity{});
+    case Skip::concat: return rank_one ? f(One{}, Concat{}) : f(Many{}, Concat{});
   }
+}
+
+/// Runs DenseTanhKernel with the flags of `shape` (x: layer input value or tangent).
+template <bool Tangent, class ExecutionSpace, class Scalar, class MemorySpace>
+void run_dense_tanh(ExecutionSpace const& space, char const* label, LayerShape const& shape,
+                    LayerParams<Scalar, MemorySpace> const& p, MatrixView<Scalar, MemorySpace> x,
+                    MatrixView<Scalar, MemorySpace> h, MatrixView<Scalar, MemorySpace> acc,
+                    MatrixView<Scalar, MemorySpace> out) {
+  int const rows = static_cast<int>(x.extent(0));
+  with_tanh_flags(shape, [&](auto rank_one, auto skip) {
+    DenseTanhKernel<Scalar, MemorySpace, Tangent, decltype(rank_one)::value, decltype(skip)::value> kernel{
+        x, p.w, p.b, h, acc, out, timestep_scale(shape, p), shape.n_in};
+    if constexpr (!Tangent && std::is_same_v<ExecutionSpace, InThread>) {
+      if (all_contiguous(rows, shape.n_out, h, acc)) return dense_tanh_in_thread(kernel, rows, shape.n_out);
+    }
+    for_each_element(space, label, rows, shape.n_out, kernel);
+  });
 }
 
 }  // namespace detail
@@ -222,6 +281,22 @@ void layer_tangent(ExecutionSpace const& space, LayerShape const& shape, LayerPa
     return;
   }
   detail::run_dense_tanh<true>(space, "dpk::nn::Dense::tangent", shape, p, xt, h, zt, outt);
+}
+
+/// Writes skip(g) into gx (R, n_in): gx[c] = g[c] (identity) or g[c] + g[c + n_in] (concat).
+/// Returns the beta the following GEMM must use (1 when something was written, else 0).
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+Scalar layer_skip_cotangent(ExecutionSpace const& space, LayerShape const& shape, MatrixView<Scalar, MemorySpace> g,
+                            MatrixView<Scalar, MemorySpace> gx) {
+  static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
+  if (shape.skip == Skip::none) return Scalar(0);
+  int const rows = static_cast<int>(g.extent(0));
+  int const n_in = shape.n_in;
+  bool const concat = shape.skip == Skip::concat;
+  for_each_element(space, "dpk::nn::Dense::skip", rows, n_in, KOKKOS_LAMBDA(int const r, int const c) {
+        gx(r, c) = concat ? g(r, c) + g(r, c + n_in) : g(r, c);
+      });
+  return Scalar(1);
 }
 
 namespace detail {
@@ -274,6 +349,21 @@ Scalar run_dense_cotangent(ExecutionSpace const& space, char const* label, Layer
                            MatrixView<Scalar, MemorySpace> gzt = {}) {
   int const rows = static_cast<int>(g.extent(0));
   Skip const skip = gx.extent(0) > 0 ? shape.skip : Skip::none;
+  if constexpr (std::is_same_v<ExecutionSpace, InThread>) {
+    // Inside a host thread without a timestep (the scale is then exactly 1, columns play no
+    // part): the kernel as one flat loop over the chunk, then the skip row by row. Same
+    // arithmetic as the fused kernel; one loop remainder instead of one per row.
+    if (!shape.timestep && all_contiguous(rows, shape.n_out, h, g, gt, zt, gz, gzt)) {
+      int const n = shape.n_out;
+      auto flat = [&](MatrixView<Scalar, MemorySpace> const& m) { return as_one_row(m, rows, n); };
+      MatrixView<Scalar, MemorySpace> none;
+      auto const hf = flat(h);  // a valid load of finite values for the unit scale (times 0, plus 1)
+      DenseCotangentKernel<Scalar, MemorySpace, Reverse, false, Skip::none> kernel{
+          hf, flat(g), flat(gt), flat(zt), flat(gz), none, none, flat(gzt), {hf, Scalar(0), Scalar(1)}, shape.n_in};
+      for_each_element(space, label, 1, rows * n, kernel);
+      return skip == Skip::none ? Scalar(0) : layer_skip_cotangent(space, shape, g, gx);
+    }
+  }
   auto launch = [&](auto timestep, auto rule) {
     constexpr Skip rule_v = decltype(rule)::value;
     DenseCotangentKernel<Scalar, MemorySpace, Reverse, decltype(timestep)::value, rule_v> kernel{
@@ -295,22 +385,6 @@ Scalar run_dense_cotangent(ExecutionSpace const& space, char const* label, Layer
 }
 
 }  // namespace detail
-
-/// Writes skip(g) into gx (R, n_in): gx[c] = g[c] (identity) or g[c] + g[c + n_in] (concat).
-/// Returns the beta the following GEMM must use (1 when something was written, else 0).
-template <class ExecutionSpace, class Scalar, class MemorySpace>
-Scalar layer_skip_cotangent(ExecutionSpace const& space, LayerShape const& shape, MatrixView<Scalar, MemorySpace> g,
-                            MatrixView<Scalar, MemorySpace> gx) {
-  static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
-  if (shape.skip == Skip::none) return Scalar(0);
-  int const rows = static_cast<int>(g.extent(0));
-  int const n_in = shape.n_in;
-  bool const concat = shape.skip == Skip::concat;
-  for_each_element(space, "dpk::nn::Dense::skip", rows, n_in, KOKKOS_LAMBDA(int const r, int const c) {
-        gx(r, c) = concat ? g(r, c) + g(r, c + n_in) : g(r, c);
-      });
-  return Scalar(1);
-}
 
 /// First-order backward to the input only (forces): gz = [idt *] g (1 - h^2); gx = gz W^T + skip(g).
 /// g: (R, n_out) output cotangent, gz: (R, n_out) scratch, gx: (R, n_in).

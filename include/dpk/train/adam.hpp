@@ -15,6 +15,7 @@
 
 #include <dpk/core/compat.hpp>
 #include <dpk/core/error.hpp>
+#include <dpk/core/for_each.hpp>
 #include <dpk/core/types.hpp>
 
 #include <cmath>
@@ -59,18 +60,31 @@ class Adam {
     Scalar const beta1 = Scalar(config_.beta1), beta2 = Scalar(config_.beta2);
     Scalar const one_minus_beta1 = Scalar(1.0 - config_.beta1), one_minus_beta2 = Scalar(1.0 - config_.beta2);
     Scalar const epsilon = Scalar(config_.epsilon);
+    Update const update{beta1, beta2, one_minus_beta1, one_minus_beta2, lr_t, epsilon};
     auto m = m_;
     auto v = v_;
-    Kokkos::parallel_for(
-        "dpk::train::adam::step", Kokkos::RangePolicy<ExecutionSpace>(space, 0, m.extent(0)),
-        KOKKOS_LAMBDA(std::size_t const i) {
-          Scalar const g = gradient(i);
-          Scalar const mi = beta1 * m(i) + one_minus_beta1 * g;
-          Scalar const vi = beta2 * v(i) + one_minus_beta2 * g * g;
-          m(i) = mi;
-          v(i) = vi;
-          parameters(i) -= lr_t * mi / (math::sqrt(vi) + epsilon);
-        });
+    std::size_t const n = m.extent(0);
+    if constexpr (host_schedule_v<ExecutionSpace>) {
+      // Blocks of plain loops over raw pointers: they vectorise (where the compiler may inline
+      // sqrt without errno, e.g. GCC with -fno-math-errno as in dpk's presets), while a
+      // RangePolicy body reloads the views' pointers for every element.
+      constexpr std::size_t block = 8192;
+      Scalar* const p = parameters.data();
+      Scalar* const mp = m.data();
+      Scalar* const vp = v.data();
+      Scalar const* const gp = gradient.data();
+      Kokkos::parallel_for(
+          "dpk::train::adam::step", DynamicRangePolicy<ExecutionSpace>(space, 0, (n + block - 1) / block),
+          [=](std::size_t const k) {
+            std::size_t const end = (k + 1) * block < n ? (k + 1) * block : n;
+            DPK_SIMD_LOOP
+            for (std::size_t i = k * block; i < end; ++i) update(gp[i], mp[i], vp[i], p[i]);
+          });
+    } else {
+      Kokkos::parallel_for(
+          "dpk::train::adam::step", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
+          KOKKOS_LAMBDA(std::size_t const i) { update(gradient(i), m(i), v(i), parameters(i)); });
+    }
   }
 
   std::size_t size() const { return m_.extent(0); }                  ///< parameters covered
@@ -103,6 +117,18 @@ class Adam {
     for (std::size_t i = 0; i < values.size(); ++i) host(i) = Scalar(values[i]);
     Kokkos::deep_copy(view, host);
   }
+
+  /// One element's update (the same arithmetic on every schedule).
+  struct Update {
+    Scalar beta1, beta2, one_minus_beta1, one_minus_beta2, lr_t, epsilon;
+    KOKKOS_INLINE_FUNCTION void operator()(Scalar const g, Scalar& m, Scalar& v, Scalar& theta) const {
+      Scalar const mi = beta1 * m + one_minus_beta1 * g;
+      Scalar const vi = beta2 * v + one_minus_beta2 * g * g;
+      m = mi;
+      v = vi;
+      theta -= lr_t * mi / (math::sqrt(vi) + epsilon);
+    }
+  };
 
   AdamConfig config_;
   View1<Scalar, memory_space> m_;
