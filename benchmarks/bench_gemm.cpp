@@ -2,6 +2,9 @@
 // square product (the hardware limit docs/performance.md quotes) and the model's largest GEMM
 // shape (water batch 1: 26496 embedding rows x 50 -> 100), double and float, with the BLAS
 // threads set per benchmark (second argument; OpenBLAS only, through dpk/core/threads.hpp).
+// `chunk_gemm` runs the single-threaded products of one embedding chunk (128 rows, the water
+// nets' 25 -> 50 and 50 -> 100 layers) as the chunked host passes do (dpk::InThread), with the
+// operands in cache: the rate these skinny shapes reach at best (docs/performance.md).
 //
 //   OMP_NUM_THREADS=1 build/<dir>/benchmarks/bench_gemm
 #include <dpk/core/gemm.hpp>
@@ -9,6 +12,8 @@
 #include <dpk/core/types.hpp>
 
 #include <benchmark/benchmark.h>
+
+#include <vector>
 
 namespace {
 
@@ -39,6 +44,36 @@ void gemm(benchmark::State& state) {
   state.counters["blas_threads"] = dpk::blas_threads();
 }
 
+/// One chunk's product inside the calling thread: `state.range(3)` = 0: C (m x n) = A (m x k) B
+/// (k x n), the forward/backward shape; 1: C (k x n) += A^T B with A (m x k), B (m x n), the
+/// chunk's weight gradient (a sum over its m rows).
+template <class Scalar>
+void chunk_gemm(benchmark::State& state) {
+  int const m = int(state.range(0)), k = int(state.range(1)), n = int(state.range(2));
+  bool const weight_gradient = state.range(3) != 0;
+  dpk::set_blas_threads(1);
+  using M = dpk::MatrixView<Scalar, Kokkos::HostSpace>;
+  std::vector<Scalar> a(std::size_t(m) * k, Scalar(0.5)), b(std::size_t(weight_gradient ? m : k) * n, Scalar(0.25)),
+      c(std::size_t(weight_gradient ? k : m) * n, Scalar(0));
+  M av(a.data(), m, k), bv(b.data(), weight_gradient ? m : k, n), cv(c.data(), weight_gradient ? k : m, n);
+  for (auto _ : state) {
+    if (weight_gradient)
+      dpk::blas::gemm(dpk::InThread{}, "T", "N", Scalar(1), av, bv, Scalar(1), cv);
+    else
+      dpk::blas::gemm(dpk::InThread{}, "N", "N", Scalar(1), av, bv, Scalar(0), cv);
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * m * k * n * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
+}
+
+void chunk_shapes(benchmark::internal::Benchmark* b) {
+  for (int weight_gradient : {0, 1}) {
+    b->Args({128, 25, 50, weight_gradient});
+    b->Args({128, 50, 100, weight_gradient});
+  }
+}
+
 void shapes(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
     b->Args({2000, 2000, 2000, threads});
@@ -50,4 +85,6 @@ void shapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_TEMPLATE(gemm, double)->Apply(shapes)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(gemm, float)->Apply(shapes)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(chunk_gemm, double)->Apply(chunk_shapes)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(chunk_gemm, float)->Apply(chunk_shapes)->Unit(benchmark::kMicrosecond);
 
