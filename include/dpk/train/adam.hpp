@@ -24,6 +24,22 @@
 
 namespace dpk {
 
+namespace detail {
+/// One element's Adam update (the same arithmetic on every schedule; a namespace-scope type, as
+/// CUDA's extended lambdas may not capture private member types).
+template <class Scalar>
+struct AdamUpdate {
+  Scalar beta1, beta2, one_minus_beta1, one_minus_beta2, lr_t, epsilon;
+  KOKKOS_INLINE_FUNCTION void operator()(Scalar const g, Scalar& m, Scalar& v, Scalar& theta) const {
+    Scalar const mi = beta1 * m + one_minus_beta1 * g;
+    Scalar const vi = beta2 * v + one_minus_beta2 * g * g;
+    m = mi;
+    v = vi;
+    theta -= lr_t * mi / (math::sqrt(vi) + epsilon);
+  }
+};
+}  // namespace detail
+
 /// Adam hyperparameters (DeePMD-kit's defaults).
 struct AdamConfig {
   double beta1 = 0.9;
@@ -60,7 +76,7 @@ class Adam {
     Scalar const beta1 = Scalar(config_.beta1), beta2 = Scalar(config_.beta2);
     Scalar const one_minus_beta1 = Scalar(1.0 - config_.beta1), one_minus_beta2 = Scalar(1.0 - config_.beta2);
     Scalar const epsilon = Scalar(config_.epsilon);
-    Update const update{beta1, beta2, one_minus_beta1, one_minus_beta2, lr_t, epsilon};
+    detail::AdamUpdate<Scalar> const update{beta1, beta2, one_minus_beta1, one_minus_beta2, lr_t, epsilon};
     auto m = m_;
     auto v = v_;
     std::size_t const n = m.extent(0);
@@ -117,18 +133,6 @@ class Adam {
     for (std::size_t i = 0; i < values.size(); ++i) host(i) = Scalar(values[i]);
     Kokkos::deep_copy(view, host);
   }
-
-  /// One element's update (the same arithmetic on every schedule).
-  struct Update {
-    Scalar beta1, beta2, one_minus_beta1, one_minus_beta2, lr_t, epsilon;
-    KOKKOS_INLINE_FUNCTION void operator()(Scalar const g, Scalar& m, Scalar& v, Scalar& theta) const {
-      Scalar const mi = beta1 * m + one_minus_beta1 * g;
-      Scalar const vi = beta2 * v + one_minus_beta2 * g * g;
-      m = mi;
-      v = vi;
-      theta -= lr_t * mi / (math::sqrt(vi) + epsilon);
-    }
-  };
 
   AdamConfig config_;
   View1<Scalar, memory_space> m_;
