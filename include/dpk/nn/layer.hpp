@@ -171,8 +171,8 @@ bool all_contiguous(int rows, int cols, Matrices const&... ms) {
 
 /// The forward tanh layer inside one host thread (a chunk of the chunked passes), in three
 /// loops with the same arithmetic as DenseTanhKernel<false>: z + b per row, tanh over the chunk
-/// as one flat loop (no per-row remainder: with 25-100 columns the scalar remainders cost about
-/// a quarter of the vectorised tanh), then scale h + skip(x) per row.
+/// as one flat loop (rows of 25, 50 or 100 columns would each end in a scalar remainder of the
+/// costly tanh), then scale h + skip(x) per row.
 template <class Scalar, class MemorySpace, bool RankOne, Skip SkipRule>
 void dense_tanh_in_thread(DenseTanhKernel<Scalar, MemorySpace, false, RankOne, SkipRule> const& k, int rows,
                           int cols) {
