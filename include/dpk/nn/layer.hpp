@@ -127,13 +127,24 @@ struct DenseTanhKernel {
   TimestepScale<Scalar, MemorySpace> scale;
   int n_in;
 
-  KOKKOS_INLINE_FUNCTION void operator()(int const r, int const c) const {
-    Scalar z;
+  /// z (or z') of element (r, c): computed for a rank-one input, else the GEMM's result in acc.
+  KOKKOS_INLINE_FUNCTION Scalar product(int const r, int const c) const {
     if constexpr (RankOne) {
-      z = x(r, 0) * w(0, c);
+      return x(r, 0) * w(0, c);
     } else {
-      z = acc(r, c);
+      return acc(r, c);
     }
+  }
+
+  /// o plus the skip rule's input term of element (r, c).
+  KOKKOS_INLINE_FUNCTION Scalar add_skip(int const r, int const c, Scalar o) const {
+    if constexpr (SkipRule == Skip::identity) o += x(r, c);
+    if constexpr (SkipRule == Skip::concat) o += x(r, c < n_in ? c : c - n_in);
+    return o;
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(int const r, int const c) const {
+    Scalar const z = product(r, c);
     Scalar o;
     if constexpr (Tangent) {
       if constexpr (RankOne) acc(r, c) = z;  // else z' is already there (from the GEMM)
@@ -144,9 +155,7 @@ struct DenseTanhKernel {
       h(r, c) = t;
       o = scale(c) * t;
     }
-    if constexpr (SkipRule == Skip::identity) o += x(r, c);
-    if constexpr (SkipRule == Skip::concat) o += x(r, c < n_in ? c : c - n_in);
-    out(r, c) = o;
+    out(r, c) = add_skip(r, c, o);
   }
 };
 
@@ -176,28 +185,15 @@ bool all_contiguous(int rows, int cols, Matrices const&... ms) {
 template <class Scalar, class MemorySpace, bool RankOne, Skip SkipRule>
 void dense_tanh_in_thread(DenseTanhKernel<Scalar, MemorySpace, false, RankOne, SkipRule> const& k, int rows,
                           int cols) {
-  auto const x = k.x, w = k.w, b = k.b, acc = k.acc;
-  for_each_element(InThread{}, "", rows, cols, [=](int const r, int const c) {
-    if constexpr (RankOne) {
-      acc(r, c) = x(r, 0) * w(0, c) + b(0, c);
-    } else {
-      acc(r, c) = acc(r, c) + b(0, c);
-    }
-  });
-  Scalar const* const z = acc.data();
+  for_each_element(InThread{}, "", rows, cols,
+                   [=](int const r, int const c) { k.acc(r, c) = k.product(r, c) + k.b(0, c); });
+  Scalar const* const z = k.acc.data();
   Scalar* const h = k.h.data();
   std::size_t const n = std::size_t(rows) * std::size_t(cols);
   DPK_SIMD_LOOP
   for (std::size_t i = 0; i < n; ++i) h[i] = math::activation_tanh(z[i]);
-  auto const hv = k.h, out = k.out;
-  auto const scale = k.scale;
-  int const n_in = k.n_in;
-  for_each_element(InThread{}, "", rows, cols, [=](int const r, int const c) {
-    Scalar o = scale(c) * hv(r, c);
-    if constexpr (SkipRule == Skip::identity) o += x(r, c);
-    if constexpr (SkipRule == Skip::concat) o += x(r, c < n_in ? c : c - n_in);
-    out(r, c) = o;
-  });
+  for_each_element(InThread{}, "", rows, cols,
+                   [=](int const r, int const c) { k.out(r, c) = k.add_skip(r, c, k.scale(c) * k.h(r, c)); });
 }
 
 /// Calls f(rank_one, skip) with the compile-time flags of `shape` (std::bool_constant, and an
