@@ -138,7 +138,12 @@ class NetworkFamily {
   void forward_blocks(ExecutionSpace const& space, Scalar* params, std::vector<RowBlock> const& blocks, Matrix x0,
                       Sink const& sink = {}) {
     require(!sink || host_chunks(), "nn::NetworkFamily::forward_blocks: a sink needs the chunked host path");
-    for (auto const& b : blocks) transpose_weights(space, params, b.net);
+    if (host_chunks()) {
+      named_nets_.clear();
+      for (auto const& b : blocks)
+        if (std::find(named_nets_.begin(), named_nets_.end(), b.net) == named_nets_.end()) named_nets_.push_back(b.net);
+      transpose_weights(space, params, named_nets_);
+    }
     run_blocks(space, blocks, "dpk::nn::NetworkFamily::forward_chunks",
                [&](auto const& on, int, int net, int r0, int r1) {
                  forward_layers(on, params, net, rows_of(x0, r0, r1), r0, r1);
@@ -204,25 +209,37 @@ class NetworkFamily {
     }
   }
 
-  /// Stores w^T of every layer of net `net` (read by the backward passes, see LayerParams::wt)
-  /// on the chunked host path, whose small single-threaded GEMMs gain from it; elsewhere the
-  /// backward passes read w transposed. Runs with each forward pass, whose weights the backward
-  /// passes use.
-  void transpose_weights(ExecutionSpace const& space, Scalar* params, int net) {
-    if (!host_chunks()) return;
-    grow(transposed_, transposed_size_, "transposed_weights");
-    for (int l = 0; l < num_layers(); ++l) {
-      auto const w = param(params, net, l).w;
-      Matrix const wt(transposed_.data() + transposed_offset_[net][l], shapes_[l].n_out, shapes_[l].n_in);
-      for_each_element(space, "dpk::nn::NetworkFamily::transpose_weights", shapes_[l].n_in, shapes_[l].n_out,
-                       KOKKOS_LAMBDA(int const r, int const c) { wt(c, r) = w(r, c); });
+  /// Stores w^T of every layer of the nets in `nets` (read by the backward passes, see
+  /// LayerParams::wt) on the chunked host path, whose small single-threaded GEMMs gain from it;
+  /// elsewhere the backward passes read w transposed. Runs with each forward pass, whose weights
+  /// the backward passes use: one parallel region for all (net, layer) pairs, each transposed by
+  /// one thread (a few thousand elements each).
+  void transpose_weights(ExecutionSpace const& space, Scalar* params, std::vector<int> const& nets) {
+    if constexpr (host_schedule_v<ExecutionSpace>) {
+      if (!host_chunks() || nets.empty()) return;
+      grow(transposed_, transposed_size_, "transposed_weights");
+      int const layers = num_layers();
+      Scalar* const out = transposed_.data();
+      space.fence();
+      Kokkos::parallel_for(
+          "dpk::nn::NetworkFamily::transpose_weights",
+          DynamicRangePolicy<ExecutionSpace>(space, 0, static_cast<int>(nets.size()) * layers).set_chunk_size(1),
+          [&](int const item) {
+            int const net = nets[item / layers], l = item % layers;
+            auto const w = param(params, net, l).w;
+            int const n_in = shapes_[l].n_in, n_out = shapes_[l].n_out;
+            Scalar* const wt = out + transposed_offset_[net][l];  // n_out x n_in, row-major
+            for (int r = 0; r < n_in; ++r)
+              for (int c = 0; c < n_out; ++c) wt[std::size_t(c) * n_in + r] = w(r, c);
+          });
+      space.fence();
+      for (int const net : nets) transposed_from_[net] = params;
     }
-    transposed_from_[net] = params;
   }
 
   /// Values of net `net` for input x0 (rows [r0, r1), width n_input()).
   void forward(ExecutionSpace const& space, Scalar* params, int net, Matrix x0, int r0, int r1) {
-    transpose_weights(space, params, net);
+    if (host_chunks()) transpose_weights(space, params, std::vector<int>{net});
     forward_layers(space, params, net, x0, r0, r1);
   }
 
@@ -484,6 +501,7 @@ class NetworkFamily {
   std::vector<std::vector<std::size_t>> transposed_offset_;  ///< [net][layer] into transposed_
   std::size_t transposed_size_ = 0;
   std::vector<Scalar*> transposed_from_;  ///< [net]: the parameter buffer transposed_ holds
+  std::vector<int> named_nets_;           ///< the nets of forward_blocks' blocks (kept: no allocation per pass)
   View1<Scalar, memory_space> transposed_;
   std::vector<View1<Scalar, memory_space>> h_, out_, zt_, outt_, g1_;
   View1<Scalar, memory_space> g_a_, g_b_, gz_, gzt_, product_, ones_, partials_;
