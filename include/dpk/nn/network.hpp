@@ -56,6 +56,7 @@ class NetworkFamily {
       }
     transposed_size_ = at;
     transposed_from_.assign(offsets_.size(), nullptr);
+    named_.assign(offsets_.size(), 0);
   }
 
   /// On host spaces, the *_blocks passes hand the blocks out to the threads one at a time (a
@@ -139,10 +140,8 @@ class NetworkFamily {
                       Sink const& sink = {}) {
     require(!sink || host_chunks(), "nn::NetworkFamily::forward_blocks: a sink needs the chunked host path");
     if (host_chunks()) {
-      named_nets_.clear();
-      for (auto const& b : blocks)
-        if (std::find(named_nets_.begin(), named_nets_.end(), b.net) == named_nets_.end()) named_nets_.push_back(b.net);
-      transpose_weights(space, params, named_nets_);
+      name_nets(blocks);
+      transpose_weights(space, params);
     }
     run_blocks(space, blocks, "dpk::nn::NetworkFamily::forward_chunks",
                [&](auto const& on, int, int net, int r0, int r1) {
@@ -209,23 +208,23 @@ class NetworkFamily {
     }
   }
 
-  /// Stores w^T of every layer of the nets in `nets` (read by the backward passes, see
-  /// LayerParams::wt) on the chunked host path, whose small single-threaded GEMMs gain from it;
-  /// elsewhere the backward passes read w transposed. Runs with each forward pass, whose weights
-  /// the backward passes use: one parallel region for all (net, layer) pairs, each transposed by
-  /// one thread (a few thousand elements each).
-  void transpose_weights(ExecutionSpace const& space, Scalar* params, std::vector<int> const& nets) {
+  /// Stores w^T of every layer of the nets marked by name_nets() (read by the backward passes,
+  /// see LayerParams::wt) on the chunked host path, whose small single-threaded GEMMs gain from
+  /// it; elsewhere the backward passes read w transposed. Runs with each forward pass, whose
+  /// weights the backward passes use: one parallel region over all (net, layer) pairs, each
+  /// transposed by one thread (a few thousand elements each), unmarked nets skipped.
+  void transpose_weights(ExecutionSpace const& space, Scalar* params) {
     if constexpr (host_schedule_v<ExecutionSpace>) {
-      if (!host_chunks() || nets.empty()) return;
+      if (!host_chunks()) return;
       grow(transposed_, transposed_size_, "transposed_weights");
       int const layers = num_layers();
       Scalar* const out = transposed_.data();
       space.fence();
       Kokkos::parallel_for(
           "dpk::nn::NetworkFamily::transpose_weights",
-          DynamicRangePolicy<ExecutionSpace>(space, 0, static_cast<int>(nets.size()) * layers).set_chunk_size(1),
-          [&](int const item) {
-            int const net = nets[item / layers], l = item % layers;
+          DynamicRangePolicy<ExecutionSpace>(space, 0, num_nets() * layers).set_chunk_size(1), [&](int const item) {
+            int const net = item / layers, l = item % layers;
+            if (!named_[net]) return;
             auto const w = param(params, net, l).w;
             int const n_in = shapes_[l].n_in, n_out = shapes_[l].n_out;
             Scalar* const wt = out + transposed_offset_[net][l];  // n_out x n_in, row-major
@@ -233,13 +232,17 @@ class NetworkFamily {
               for (int c = 0; c < n_out; ++c) wt[std::size_t(c) * n_in + r] = w(r, c);
           });
       space.fence();
-      for (int const net : nets) transposed_from_[net] = params;
+      for (int net = 0; net < num_nets(); ++net)
+        if (named_[net]) transposed_from_[net] = params;
     }
   }
 
   /// Values of net `net` for input x0 (rows [r0, r1), width n_input()).
   void forward(ExecutionSpace const& space, Scalar* params, int net, Matrix x0, int r0, int r1) {
-    if (host_chunks()) transpose_weights(space, params, std::vector<int>{net});
+    if (host_chunks()) {
+      name_nets({RowBlock{net, r0, r1}});
+      transpose_weights(space, params);
+    }
     forward_layers(space, params, net, x0, r0, r1);
   }
 
@@ -393,8 +396,7 @@ class NetworkFamily {
                      seen = 1;
                    });
     // grads = [grads +] the blocks' sums in block order, for every net named in blocks.
-    std::fill(named_.begin(), named_.end(), char(0));
-    for (auto const& b : blocks) named_[b.net] = 1;
+    name_nets(blocks);
     std::size_t const nblocks = blocks.size();
     Kokkos::parallel_for(
         "dpk::nn::NetworkFamily::reduce_block_gradients",
@@ -414,6 +416,12 @@ class NetworkFamily {
     Matrix const out(v.data() + s0, r1 - r0, n_output());
     seed(r0, r1, out);
     return out;
+  }
+
+  /// Marks in named_ the nets that `blocks` name (and no other).
+  void name_nets(std::vector<RowBlock> const& blocks) {
+    std::fill(named_.begin(), named_.end(), char(0));
+    for (auto const& b : blocks) named_[b.net] = 1;
   }
 
   /// First scratch element of `worker` on the chunked path.
@@ -475,7 +483,6 @@ class NetworkFamily {
           if (o.idt != LayerOffsets::npos) slab.idt = add(int(k), o.idt, std::size_t(s.n_out));
         }
       slab_size_ = slab_destination_.size();
-      named_.assign(offsets_.size(), 0);
     }
     touched_.assign(slabs * offsets_.size(), 0);
     grow(block_grads_, slabs * slab_size_, "block_gradients");
@@ -496,12 +503,12 @@ class NetworkFamily {
   std::vector<std::size_t> slab_destination_;
   std::vector<int> slab_net_;
   std::size_t slab_size_ = 0;
-  std::vector<char> touched_, named_;
+  std::vector<char> touched_;
+  std::vector<char> named_;  ///< [net]: named by the blocks of the current pass (name_nets)
   View1<Scalar, memory_space> block_grads_;
   std::vector<std::vector<std::size_t>> transposed_offset_;  ///< [net][layer] into transposed_
   std::size_t transposed_size_ = 0;
   std::vector<Scalar*> transposed_from_;  ///< [net]: the parameter buffer transposed_ holds
-  std::vector<int> named_nets_;           ///< the nets of forward_blocks' blocks (kept: no allocation per pass)
   View1<Scalar, memory_space> transposed_;
   std::vector<View1<Scalar, memory_space>> h_, out_, zt_, outt_, g1_;
   View1<Scalar, memory_space> g_a_, g_b_, gz_, gzt_, product_, ones_, partials_;
