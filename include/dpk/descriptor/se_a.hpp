@@ -12,6 +12,7 @@
 
 #include <dpk/core/compat.hpp>
 #include <dpk/core/for_each.hpp>
+#include <dpk/core/gemm.hpp>
 #include <dpk/core/scan.hpp>
 #include <dpk/core/types.hpp>
 
@@ -452,8 +453,20 @@ void finish_contraction(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpa
   space.fence();
 }
 
+namespace detail {
+/// An unmanaged host matrix of `rows` x `cols` with row stride `ld` (a block of a wider one).
+template <class Scalar>
+Kokkos::View<Scalar**, Kokkos::LayoutStride, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host_block(
+    Scalar* data, int rows, int cols, int ld) {
+  using Block = Kokkos::View<Scalar**, Kokkos::LayoutStride, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  return Block(data, Kokkos::LayoutStride(std::size_t(rows), std::size_t(ld), std::size_t(cols), 1));
+}
+}  // namespace detail
+
 /// Cotangent of T from a cotangent of D (M1 x M2, row position(i) of `gd`):
 /// out = gD T< + pad(gD^T T), written (accumulate = false) or added (true) into `out` (nloc, 4, M1).
+/// Host threads take whole centres, two small GEMMs each (4 x M1 and 4 x M2 outputs); the
+/// device schedule one (centre, m) pair per thread.
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 void descriptor_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
                           MatrixView<Scalar, MemorySpace> gd, View3<Scalar, MemorySpace> const& t,
@@ -462,9 +475,30 @@ void descriptor_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemoryS
   auto position = in.position;
   int const m1 = in.m1, m2 = in.m2;
   int const centre_rows = in.centre_rows < 0 ? in.nloc : in.centre_rows;
+  char const* const label = "dpk::descriptor::SeA::Descriptor_cotangent";
+  if constexpr (host_schedule_v<ExecutionSpace>) {
+    Kokkos::parallel_for(label, DynamicRangePolicy<ExecutionSpace>(space, 0, in.nloc), [=](int const i) {
+      int const p = position(i);
+      auto const out_i = detail::host_block(&out(i, 0, 0), 4, m1, m1);
+      if (p >= centre_rows) {  // not a centre: gD = 0, so a zero cotangent
+        if (!accumulate)
+          for (int c = 0; c < 4; ++c)
+            for (int m = 0; m < m1; ++m) out_i(c, m) = Scalar(0);
+        return;
+      }
+      Scalar* const t_i = &t(i, 0, 0);  // (4, m1) block of centre i
+      Scalar* const g = &gd(p, 0);      // gD (m1 x m2, row-major)
+      auto const gd_i = detail::host_block(g, m1, m2, m2);
+      // out(c, m) [+]= sum_n T(c, n) gD(m, n);  out(c, m < m2) += sum_mm T(c, mm) gD(mm, m)
+      blas::gemm(InThread{}, "N", "T", Scalar(1), detail::host_block(t_i, 4, m2, m1), gd_i,
+                 accumulate ? Scalar(1) : Scalar(0), out_i);
+      blas::gemm(InThread{}, "N", "N", Scalar(1), detail::host_block(t_i, 4, m1, m1), gd_i, Scalar(1),
+                 detail::host_block(&out(i, 0, 0), 4, m2, m1));
+    });
+    return;
+  }
   Kokkos::parallel_for(
-      "dpk::descriptor::SeA::Descriptor_cotangent",
-      DynamicMDRangePolicy2<ExecutionSpace>(space, {0, 0}, {in.nloc, m1}),
+      label, DynamicMDRangePolicy2<ExecutionSpace>(space, {0, 0}, {in.nloc, m1}),
       KOKKOS_LAMBDA(int const i, int const m) {
         int const p = position(i);
         Scalar const* const tr = &t(i, 0, 0);  // (4, m1) block of centre i
@@ -633,6 +667,8 @@ void embedding_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
 }
 
 /// g_j = dE/dRn_j = (1/nnei) A^T G_j + e0 gs_j on filled slots, 0 on empty slots; (nloc, nnei, 4).
+/// Host threads take whole centres, one small GEMM per neighbour type (the centre's G rows of
+/// that type times A^T); the device schedule one (centre, slot) pair per thread.
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
                            View3<Scalar, MemorySpace> const& a, MatrixView<Scalar, MemorySpace> g,
@@ -643,9 +679,27 @@ void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, Memory
   auto sel_offset = in.rows.sel_offset;
   int const ntypes = in.ntypes, m1 = in.m1, nnei = in.nnei;
   Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
+  char const* const label = "dpk::descriptor::SeA::Environment_cotangent";
+  if constexpr (host_schedule_v<ExecutionSpace>) {
+    int const g_ld = int(g.stride(0)), gs_ld = int(gs.stride(0));
+    Kokkos::parallel_for(label, DynamicRangePolicy<ExecutionSpace>(space, 0, in.nloc), [=](int const i) {
+      auto const a_i = detail::host_block(&a(i, 0, 0), 4, m1, m1);
+      for (int tj = 0; tj < ntypes; ++tj) {
+        int const first = sel_offset(tj), slots = sel_offset(tj + 1) - first, n = count(i, tj);
+        int const row = row_offset(i, tj);
+        Scalar* const o = &out(i, first, 0);  // (slots, 4) rows of this block
+        if (n > 0) {
+          blas::gemm(InThread{}, "N", "T", inv_nnei, detail::host_block(g.data() + std::size_t(row) * g_ld, n, m1, g_ld),
+                     a_i, Scalar(0), detail::host_block(o, n, 4, 4));
+          for (int j = 0; j < n; ++j) o[4 * j] += gs.data()[std::size_t(row + j) * gs_ld];
+        }
+        for (int k = 4 * n; k < 4 * slots; ++k) o[k] = Scalar(0);
+      }
+    });
+    return;
+  }
   Kokkos::parallel_for(
-      "dpk::descriptor::SeA::Environment_cotangent",
-      DynamicMDRangePolicy2<ExecutionSpace>(space, {0, 0}, {in.nloc, nnei}),
+      label, DynamicMDRangePolicy2<ExecutionSpace>(space, {0, 0}, {in.nloc, nnei}),
       KOKKOS_LAMBDA(int const i, int const slot) {
         int tj = 0;
         while (tj + 1 < ntypes && slot >= sel_offset(tj + 1)) ++tj;
