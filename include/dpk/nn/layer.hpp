@@ -145,17 +145,25 @@ struct DenseTanhKernel {
 
   KOKKOS_INLINE_FUNCTION void operator()(int const r, int const c) const {
     Scalar const z = product(r, c);
-    Scalar o;
     if constexpr (Tangent) {
       if constexpr (RankOne) acc(r, c) = z;  // else z' is already there (from the GEMM)
-      Scalar const t = h(r, c);
-      o = scale(c) * ((Scalar(1) - t * t) * z);
+      tangent_output(r, c, z);
     } else {
-      Scalar const t = math::activation_tanh(z + b(0, c));
-      h(r, c) = t;
-      o = scale(c) * t;
+      h(r, c) = math::activation_tanh(z + b(0, c));
+      value_output(r, c);
     }
-    out(r, c) = add_skip(r, c, o);
+  }
+
+  /// out = scale h + skip(x) from the stored h (the forward pass's last step; also recomputes a
+  /// layer output that a chunked pass did not keep, with the same bits).
+  KOKKOS_INLINE_FUNCTION void value_output(int const r, int const c) const {
+    out(r, c) = add_skip(r, c, scale(c) * h(r, c));
+  }
+
+  /// out' = scale (1 - h^2) z' + skip(x') (the tangent pass's last step, and its recomputation).
+  KOKKOS_INLINE_FUNCTION void tangent_output(int const r, int const c, Scalar const z) const {
+    Scalar const t = h(r, c);
+    out(r, c) = add_skip(r, c, scale(c) * ((Scalar(1) - t * t) * z));
   }
 };
 
@@ -192,8 +200,7 @@ void dense_tanh_in_thread(DenseTanhKernel<Scalar, MemorySpace, false, RankOne, S
   std::size_t const n = std::size_t(rows) * std::size_t(cols);
   DPK_SIMD_LOOP
   for (std::size_t i = 0; i < n; ++i) h[i] = math::activation_tanh(z[i]);
-  for_each_element(InThread{}, "", rows, cols,
-                   [=](int const r, int const c) { k.out(r, c) = k.add_skip(r, c, k.scale(c) * k.h(r, c)); });
+  for_each_element(InThread{}, "", rows, cols, [=](int const r, int const c) { k.value_output(r, c); });
 }
 
 /// Calls f(rank_one, skip) with the compile-time flags of `shape` (std::bool_constant, and an
@@ -277,6 +284,28 @@ void layer_tangent(ExecutionSpace const& space, LayerShape const& shape, LayerPa
     return;
   }
   detail::run_dense_tanh<true>(space, "dpk::nn::Dense::tangent", shape, p, xt, h, zt, outt);
+}
+
+/// A tanh layer's output value and tangent, out = skip(x) + [idt *] h and out' = skip(x') +
+/// [idt *] (1 - h^2) z', from its stored h and z' and its inputs x, x', inside one host thread,
+/// with the expressions of layer_forward and layer_tangent (the same bits): for the chunked
+/// reverse pass, whose forward and tangent passes did not keep them. x, x': (R, n_in).
+template <class Scalar, class MemorySpace>
+void layer_outputs_in_thread(LayerShape const& shape, LayerParams<Scalar, MemorySpace> const& p,
+                             MatrixView<Scalar, MemorySpace> x, MatrixView<Scalar, MemorySpace> xt,
+                             MatrixView<Scalar, MemorySpace> h, MatrixView<Scalar, MemorySpace> zt,
+                             MatrixView<Scalar, MemorySpace> out, MatrixView<Scalar, MemorySpace> outt) {
+  int const rows = static_cast<int>(h.extent(0));
+  detail::with_tanh_flags(shape, [&](auto, auto skip) {
+    constexpr Skip rule = decltype(skip)::value;
+    auto const scale = timestep_scale(shape, p);
+    detail::DenseTanhKernel<Scalar, MemorySpace, false, false, rule> const value{x, p.w, p.b, h, zt, out, scale, shape.n_in};
+    detail::DenseTanhKernel<Scalar, MemorySpace, true, false, rule> const tangent{xt, p.w, p.b, h, zt, outt, scale, shape.n_in};
+    for_each_element(InThread{}, "", rows, shape.n_out, [=](int const r, int const c) {
+      value.value_output(r, c);
+      tangent.tangent_output(r, c, tangent.acc(r, c));
+    });
+  });
 }
 
 namespace detail {

@@ -47,6 +47,12 @@ class NetworkFamily {
   NetworkFamily(std::vector<LayerShape> shapes, std::vector<std::vector<LayerOffsets>> offsets, std::string label)
       : shapes_(std::move(shapes)), offsets_(std::move(offsets)), label_(std::move(label)) {
     for (auto const& s : shapes_) width_max_ = std::max({width_max_, s.n_in, s.n_out});
+    inner_tanh_ = !shapes_.empty();
+    for (std::size_t l = 0; l + 1 < shapes_.size(); ++l) {
+      inner_offset_.push_back(inner_width_);
+      inner_width_ += shapes_[l].n_out;
+      inner_tanh_ = inner_tanh_ && shapes_[l].tanh;
+    }
     std::size_t at = 0;
     transposed_offset_.assign(offsets_.size(), std::vector<std::size_t>(shapes_.size()));
     for (auto& net : transposed_offset_)
@@ -109,6 +115,11 @@ class NetworkFamily {
       scratch_rows = std::max(rows, std::size_t(ExecutionSpace().concurrency()) * chunk_rows_);
     std::size_t const flat = scratch_rows * static_cast<std::size_t>(width_max_);
     for (auto* v : {&g_a_, &g_b_, &gz_, &seed_g_}) grow(*v, flat, "cotangent");
+    if (inner_in_scratch()) {
+      std::size_t const inner = std::size_t(ExecutionSpace().concurrency()) * chunk_rows_ * inner_width_;
+      grow(inner_, inner, "inner_outputs");
+      if (tangents) grow(inner_t_, inner, "inner_output_tangents");
+    }
     if (tangents) {
       grow(product_, flat, "cotangent");
       grow(gzt_, flat, "cotangent");
@@ -144,8 +155,8 @@ class NetworkFamily {
       transpose_weights(space, params);
     }
     run_blocks(space, blocks, "dpk::nn::NetworkFamily::forward_chunks",
-               [&](auto const& on, int, int net, int r0, int r1) {
-                 forward_layers(on, params, net, rows_of(x0, r0, r1), r0, r1);
+               [&](auto const& on, int worker, int net, int r0, int r1) {
+                 forward_layers(on, params, net, rows_of(x0, r0, r1), r0, r1, chunk_worker(worker));
                  if (sink) sink(net, r0, r1, output(r0, r1));
                });
   }
@@ -158,9 +169,10 @@ class NetworkFamily {
     require(!sink || host_chunks(), "nn::NetworkFamily::tangent_blocks: a sink needs the chunked host path");
     run_blocks(space, blocks, "dpk::nn::NetworkFamily::tangent_chunks",
                [&](auto const& on, int worker, int net, int r0, int r1) {
-                 if (!sink) return tangent_layers(on, params, net, rows_of(x0t, r0, r1), r0, r1);
+                 int const inner = chunk_worker(worker);
+                 if (!sink) return tangent_layers(on, params, net, rows_of(x0t, r0, r1), r0, r1, Matrix(), inner);
                  Matrix const last(last_tangent_.data() + scratch_start(worker), r1 - r0, n_output());
-                 tangent_layers(on, params, net, rows_of(x0t, r0, r1), r0, r1, last);
+                 tangent_layers(on, params, net, rows_of(x0t, r0, r1), r0, r1, last, inner);
                  sink(net, r0, r1, last);
                });
   }
@@ -181,6 +193,14 @@ class NetworkFamily {
   /// True where the *_blocks passes run chunk by chunk in host threads (host spaces with
   /// set_host_chunk_rows > 0): only there do they take seeds and sinks and use a stored w^T.
   bool host_chunks() const { return host_schedule_v<ExecutionSpace> && chunk_rows_ > 0; }
+
+  /// True where the *_blocks passes keep the outputs of the inner layers (all but the last;
+  /// tanh layers only) in the worker's scratch rows, not in the family's buffers: the forward
+  /// and tangent passes write them there, and the reverse pass recomputes them from the stored
+  /// h and z' (layer_outputs_in_thread: the same bits) instead of streaming them back from
+  /// memory. out(l) and out_tangent(l) of inner layers are then written only by the single-net
+  /// passes (forward(), tangent()).
+  bool inner_in_scratch() const { return host_chunks() && inner_tanh_; }
 
   /// reverse() of every block (x0, x0t, g_out, gt_out, g_in indexed by buffer row; g_in may be
   /// empty). The gradient of each net named in `blocks` is accumulated or overwritten as in
@@ -297,25 +317,43 @@ class NetworkFamily {
   // InThread for one chunk inside a parallel region). Scratch matrices (whose width changes from
   // layer to layer) start at element `s0` of the scratch buffers: 0 for a whole net,
   // scratch_start(worker) for a chunk (each worker owns chunk_rows_ * width_max_ elements).
+  // `inner` (chunk_worker()): the worker whose scratch rows hold the inner layers' outputs, or
+  // -1 for the family's buffers.
   template <class Space>
-  void forward_layers(Space const& space, Scalar* params, int net, Matrix x0, int r0, int r1) {
+  void forward_layers(Space const& space, Scalar* params, int net, Matrix x0, int r0, int r1, int inner = -1) {
+    Matrix x = x0;
     for (int l = 0; l < num_layers(); ++l) {
-      Matrix x = l == 0 ? x0 : out(l - 1, r0, r1);
-      layer_forward(space, shapes_[l], param(params, net, l), x, rows_of(h_[l], shapes_[l].n_out, r0, r1),
-                    out(l, r0, r1));
+      Matrix const o = inner_rows(inner_, inner, l, r0, r1, out(l, r0, r1));
+      layer_forward(space, shapes_[l], param(params, net, l), x, rows_of(h_[l], shapes_[l].n_out, r0, r1), o);
+      x = o;
     }
   }
 
   /// `last`: where the final output tangent goes (default: output_tangent()).
   template <class Space>
-  void tangent_layers(Space const& space, Scalar* params, int net, Matrix x0t, int r0, int r1, Matrix last = {}) {
+  void tangent_layers(Space const& space, Scalar* params, int net, Matrix x0t, int r0, int r1, Matrix last = {},
+                      int inner = -1) {
+    Matrix xt = x0t;
     for (int l = 0; l < num_layers(); ++l) {
-      Matrix xt = l == 0 ? x0t : out_tangent(l - 1, r0, r1);
       int const n = shapes_[l].n_out;
-      Matrix const outt = l == num_layers() - 1 && last.extent(0) > 0 ? last : out_tangent(l, r0, r1);
+      Matrix const outt = l == num_layers() - 1 && last.extent(0) > 0
+                              ? last
+                              : inner_rows(inner_t_, inner, l, r0, r1, out_tangent(l, r0, r1));
       layer_tangent(space, shapes_[l], param(params, net, l), xt, rows_of(h_[l], n, r0, r1), rows_of(zt_[l], n, r0, r1),
                     outt);
+      xt = outt;
     }
+  }
+
+  /// Worker `worker`'s scratch rows of the inner layers on the chunked path (-1 elsewhere).
+  int chunk_worker(int worker) const { return inner_in_scratch() ? worker : -1; }
+
+  /// Layer l's output rows [r0, r1) in worker `inner`'s scratch of `buffer` when l is an inner
+  /// layer and inner >= 0, else `stored` (the family's buffer).
+  Matrix inner_rows(View1<Scalar, memory_space> const& buffer, int inner, int l, int r0, int r1, Matrix stored) const {
+    if (inner < 0 || l == num_layers() - 1) return stored;
+    std::size_t const at = (std::size_t(inner) * inner_width_ + inner_offset_[l]) * chunk_rows_;
+    return Matrix(buffer.data() + at, r1 - r0, shapes_[l].n_out);
   }
 
   template <class Space>
@@ -339,15 +377,24 @@ class NetworkFamily {
   template <class Space>
   void reverse_layers(Space const& space, Scalar* params, Scalar* grads,
                       std::vector<std::vector<LayerOffsets>> const& grad_offsets, int net, Matrix x0, Matrix x0t, int r0,
-                      int r1, Matrix g_out, Matrix gt_out, Matrix g_in, bool accumulate, std::size_t s0) {
+                      int r1, Matrix g_out, Matrix gt_out, Matrix g_in, bool accumulate, std::size_t s0, int inner = -1) {
     int const rows = r1 - r0;
     auto scratch = [&](View1<Scalar, memory_space> const& v, int ncol) { return Matrix(v.data() + s0, rows, ncol); };
+    auto inner_out = [&](int l) { return inner_rows(inner_, inner, l, r0, r1, out(l, r0, r1)); };
+    auto inner_outt = [&](int l) { return inner_rows(inner_t_, inner, l, r0, r1, out_tangent(l, r0, r1)); };
+    if (inner >= 0)  // the inner layers' outputs, which the chunk's forward and tangent passes did not keep
+      for (int l = 0; l + 1 < num_layers(); ++l) {
+        int const n = shapes_[l].n_out;
+        layer_outputs_in_thread(shapes_[l], param(params, net, l), l == 0 ? x0 : inner_out(l - 1),
+                                l == 0 ? x0t : inner_outt(l - 1), rows_of(h_[l], n, r0, r1), rows_of(zt_[l], n, r0, r1),
+                                inner_out(l), inner_outt(l));
+      }
     Matrix g = g_out;
     for (int l = num_layers() - 1; l >= 0; --l) {
       LayerShape const& s = shapes_[l];
       int const n = s.n_out;
-      Matrix x = l == 0 ? x0 : out(l - 1, r0, r1);
-      Matrix xt = l == 0 ? x0t : out_tangent(l - 1, r0, r1);
+      Matrix x = l == 0 ? x0 : inner_out(l - 1);
+      Matrix xt = l == 0 ? x0t : inner_outt(l - 1);
       Matrix gt = l == num_layers() - 1 ? gt_out : rows_of(g1_[l], n, r0, r1);
       Matrix gx = l == 0 ? g_in : scratch(l % 2 ? g_a_ : g_b_, s.n_in);
       ReverseScratch<Scalar, memory_space> work{scratch(gz_, n), scratch(gzt_, n), scratch(product_, n),
@@ -392,7 +439,8 @@ class NetworkFamily {
                      Matrix const g = seed ? seed_rows(seed, seed_g_, s0, r0, r1) : rows_of(g_out, r0, r1);
                      Matrix const gt = seed_t ? seed_rows(seed_t, seed_gt_, s0, r0, r1) : rows_of(gt_out, r0, r1);
                      reverse_layers(InThread{}, params, slabs + block * slab, slab_offsets_, net, rows_of(x0, r0, r1),
-                                    rows_of(x0t, r0, r1), r0, r1, g, gt, rows_of(g_in, r0, r1), seen != 0, s0);
+                                    rows_of(x0t, r0, r1), r0, r1, g, gt, rows_of(g_in, r0, r1), seen != 0, s0,
+                                    chunk_worker(worker));
                      seen = 1;
                    });
     // grads = [grads +] the blocks' sums in block order, for every net named in blocks.
@@ -498,6 +546,9 @@ class NetworkFamily {
   std::vector<std::vector<LayerOffsets>> offsets_;
   std::string label_;
   int width_max_ = 1;
+  int inner_width_ = 0;               ///< sum of the inner layers' output widths
+  std::vector<int> inner_offset_;     ///< [l]: first column of inner layer l in a worker's inner rows
+  bool inner_tanh_ = false;           ///< every inner layer is a tanh layer (see inner_in_scratch)
   int chunk_rows_ = 0;
   std::vector<std::vector<LayerOffsets>> slab_offsets_;
   std::vector<std::size_t> slab_destination_;
@@ -514,6 +565,7 @@ class NetworkFamily {
   View1<Scalar, memory_space> g_a_, g_b_, gz_, gzt_, product_, ones_, partials_;
   View1<Scalar, memory_space> seed_g_, seed_gt_;  ///< chunk seeds (value, tangent) per worker
   View1<Scalar, memory_space> last_tangent_;      ///< a chunk's output tangent for a sink, per worker
+  View1<Scalar, memory_space> inner_, inner_t_;   ///< inner layers' outputs and tangents per worker (chunked path)
 };
 
 }  // namespace dpk::nn
