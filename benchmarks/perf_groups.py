@@ -19,7 +19,7 @@ GROUPS = [
     ("OpenBLAS packing, zeroing C", r"[sd]gemm_(i|o)[nt]copy|gemm_beta|memset"),
     ("tanh forward layer", r"dense_tanh_in_thread|run_dense_tanh<false"),
     ("tangent layer", r"layer_tangent|run_dense_tanh<true"),
-    ("reverse elementwise", r"layer_reverse"),
+    ("reverse elementwise, inner outputs", r"layer_reverse|layer_outputs_in_thread"),
     ("first-order elementwise and skip", r"run_dense_cotangent<false|layer_skip_cotangent"),
     ("se_a contractions, seeds, cotangents",
      r"contract_rows|embedding_cotangent|descriptor_cotangent|finish_contraction|environment_cotangent"),

@@ -24,7 +24,8 @@ struct RowBlock {
 };
 
 /// Several networks with the same layer shapes (one per type or type pair), evaluated on row
-/// blocks of shared buffers. Keeps every layer's values (and tangents) for the reverse pass.
+/// blocks of shared buffers. Keeps every layer's values (and tangents) for the reverse pass;
+/// on the chunked host path the inner layers' outputs are recomputed instead (inner_in_scratch).
 template <class Scalar, class ExecutionSpace>
 class NetworkFamily {
  public:
@@ -283,7 +284,9 @@ class NetworkFamily {
   /// of the backward_input() call made on these rows since the last forward (its per-layer
   /// cotangents are the tangent cotangents here). Accumulates parameter gradients into `grads`
   /// (same layout as params; `accumulate` false: overwrites this net's gradient instead); writes
-  /// the input value cotangent g_in (R, n_input()) unless empty.
+  /// the input value cotangent g_in (R, n_input()) unless empty. Reads the inner layers' outputs
+  /// that forward() and tangent() keep (the *_blocks passes of a chunked family do not keep them:
+  /// pair those with reverse_blocks).
   void reverse(ExecutionSpace const& space, Scalar* params, Scalar* grads, int net, Matrix x0, Matrix x0t, int r0,
                int r1, Matrix g_out, Matrix gt_out, Matrix g_in, bool accumulate = true) {
     reverse_layers(space, params, grads, offsets_, net, x0, x0t, r0, r1, g_out, gt_out, g_in, accumulate, 0);
