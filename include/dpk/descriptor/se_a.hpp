@@ -16,6 +16,7 @@
 #include <dpk/core/scan.hpp>
 #include <dpk/core/types.hpp>
 
+#include <utility>
 #include <vector>
 
 namespace dpk {
@@ -453,16 +454,6 @@ void finish_contraction(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpa
   space.fence();
 }
 
-namespace detail {
-/// An unmanaged host matrix of `rows` x `cols` with row stride `ld` (a block of a wider one).
-template <class Scalar>
-Kokkos::View<Scalar**, Kokkos::LayoutStride, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host_block(
-    Scalar* data, int rows, int cols, int ld) {
-  using Block = Kokkos::View<Scalar**, Kokkos::LayoutStride, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  return Block(data, Kokkos::LayoutStride(std::size_t(rows), std::size_t(ld), std::size_t(cols), 1));
-}
-}  // namespace detail
-
 /// Cotangent of T from a cotangent of D (M1 x M2, row position(i) of `gd`):
 /// out = gD T< + pad(gD^T T), written (accumulate = false) or added (true) into `out` (nloc, 4, M1).
 /// Host threads take whole centres, two small GEMMs each (4 x M1 and 4 x M2 outputs); the
@@ -479,21 +470,19 @@ void descriptor_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemoryS
   if constexpr (host_schedule_v<ExecutionSpace>) {
     Kokkos::parallel_for(label, DynamicRangePolicy<ExecutionSpace>(space, 0, in.nloc), [=](int const i) {
       int const p = position(i);
-      auto const out_i = detail::host_block(&out(i, 0, 0), 4, m1, m1);
+      MatrixView<Scalar, MemorySpace> const out_i(&out(i, 0, 0), 4, m1), t_i(&t(i, 0, 0), 4, m1);
       if (p >= centre_rows) {  // not a centre: gD = 0, so a zero cotangent
         if (!accumulate)
           for (int c = 0; c < 4; ++c)
             for (int m = 0; m < m1; ++m) out_i(c, m) = Scalar(0);
         return;
       }
-      Scalar* const t_i = &t(i, 0, 0);  // (4, m1) block of centre i
-      Scalar* const g = &gd(p, 0);      // gD (m1 x m2, row-major)
-      auto const gd_i = detail::host_block(g, m1, m2, m2);
+      MatrixView<Scalar, MemorySpace> const gd_i(&gd(p, 0), m1, m2);  // gD of centre i
+      auto const first_m2 = std::make_pair(0, m2);
       // out(c, m) [+]= sum_n T(c, n) gD(m, n);  out(c, m < m2) += sum_mm T(c, mm) gD(mm, m)
-      blas::gemm(InThread{}, "N", "T", Scalar(1), detail::host_block(t_i, 4, m2, m1), gd_i,
+      blas::gemm(InThread{}, "N", "T", Scalar(1), Kokkos::subview(t_i, Kokkos::ALL(), first_m2), gd_i,
                  accumulate ? Scalar(1) : Scalar(0), out_i);
-      blas::gemm(InThread{}, "N", "N", Scalar(1), detail::host_block(t_i, 4, m1, m1), gd_i, Scalar(1),
-                 detail::host_block(&out(i, 0, 0), 4, m2, m1));
+      blas::gemm(InThread{}, "N", "N", Scalar(1), t_i, gd_i, Scalar(1), Kokkos::subview(out_i, Kokkos::ALL(), first_m2));
     });
     return;
   }
@@ -681,17 +670,16 @@ void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, Memory
   Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
   char const* const label = "dpk::descriptor::SeA::Environment_cotangent";
   if constexpr (host_schedule_v<ExecutionSpace>) {
-    int const g_ld = int(g.stride(0)), gs_ld = int(gs.stride(0));
     Kokkos::parallel_for(label, DynamicRangePolicy<ExecutionSpace>(space, 0, in.nloc), [=](int const i) {
-      auto const a_i = detail::host_block(&a(i, 0, 0), 4, m1, m1);
+      MatrixView<Scalar, MemorySpace> const a_i(&a(i, 0, 0), 4, m1);
       for (int tj = 0; tj < ntypes; ++tj) {
         int const first = sel_offset(tj), slots = sel_offset(tj + 1) - first, n = count(i, tj);
         int const row = row_offset(i, tj);
         Scalar* const o = &out(i, first, 0);  // (slots, 4) rows of this block
         if (n > 0) {
-          blas::gemm(InThread{}, "N", "T", inv_nnei, detail::host_block(g.data() + std::size_t(row) * g_ld, n, m1, g_ld),
-                     a_i, Scalar(0), detail::host_block(o, n, 4, 4));
-          for (int j = 0; j < n; ++j) o[4 * j] += gs.data()[std::size_t(row + j) * gs_ld];
+          blas::gemm(InThread{}, "N", "T", inv_nnei, Kokkos::subview(g, std::make_pair(row, row + n), Kokkos::ALL()), a_i,
+                     Scalar(0), MatrixView<Scalar, MemorySpace>(o, n, 4));
+          for (int j = 0; j < n; ++j) o[4 * j] += gs(row + j, 0);
         }
         for (int k = 4 * n; k < 4 * slots; ++k) o[k] = Scalar(0);
       }
