@@ -117,7 +117,7 @@ if [ -n "$BUSY" ]; then
   kill -0 "$busy_pid" 2>/dev/null || { echo "side_by_side.sh: --busy $BUSY: could not start the busy loop" >&2; exit 2; }
   echo "side_by_side.sh: busy loop pinned to core $BUSY (pid $busy_pid)" >&2
 fi
-echo "side_by_side.sh: backends ${available[*]}, threads $THREADS, precision $PRECISIONS, steps $N1 and $N2, $REPEATS repeat(s); load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "side_by_side.sh: backends ${available[*]}, threads $THREADS, precision $PRECISIONS, steps $N1 and $N2, $REPEATS repeat(s); OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset)}; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for t in $THREADS; do
   for p in $PRECISIONS; do
     for r in $(seq 1 "$REPEATS"); do

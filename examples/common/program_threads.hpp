@@ -30,6 +30,40 @@ inline std::string configure_blas_threads(int kokkos_threads, int default_thread
          " (dpk default; set OPENBLAS_NUM_THREADS to override)";
 }
 
+/// Whether OpenBLAS' kernel set `name` (openblas_get_corename) uses AVX-512.
+inline bool blas_kernels_use_avx512(std::string const& name) {
+  std::string lower;
+  for (char c : name) lower += char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  for (char const* set : {"skylakex", "cooperlake", "sapphirerapids"})
+    if (lower == set) return true;
+  return false;
+}
+
+/// The banner's description of the BLAS kernels: `name` (OpenBLAS' kernel set, "" when another
+/// BLAS), whether OPENBLAS_CORETYPE pinned it (`pinned`: its value, or nullptr), and, when the
+/// pin keeps an AVX-512 CPU (`cpu_avx512`) on kernels without AVX-512, a hint: the
+/// environment's choice is kept (dpk never changes it), but it can cost ~1.4-1.9x in the GEMMs
+/// (docs/tuning.md, "BLAS kernels").
+inline std::string describe_blas_kernels(std::string const& name, char const* pinned, bool cpu_avx512) {
+  if (name.empty()) return "BLAS kernels: not OpenBLAS";
+  std::string line = "BLAS kernels: OpenBLAS " + name;
+  if (!pinned) return line + " (OpenBLAS' choice for this CPU)";
+  line += std::string(" (pinned by OPENBLAS_CORETYPE=") + pinned + ")";
+  if (cpu_avx512 && !blas_kernels_use_avx512(name))
+    line += "; this CPU has AVX-512, which these kernels leave unused: unset OPENBLAS_CORETYPE for "
+            "faster GEMMs (docs/tuning.md, \"BLAS kernels\")";
+  return line;
+}
+
+/// describe_blas_kernels for this process: the linked OpenBLAS, the environment and the CPU.
+inline std::string describe_blas_kernels() {
+  bool avx512 = false;
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+  avx512 = __builtin_cpu_supports("avx512f");
+#endif
+  return describe_blas_kernels(blas_kernel_name(), std::getenv("OPENBLAS_CORETYPE"), avx512);
+}
+
 /// CPUs the process was given by its launcher, as far as it can still be known: the count
 /// recorded before dpk's re-exec (DPK_AFFINITY_CPUS), else 0 (unknown) when OMP_PROC_BIND is
 /// active (the OpenMP runtime binds the main thread to one place when the program loads), else

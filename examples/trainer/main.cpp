@@ -433,7 +433,8 @@ int main(int argc, char** argv) {
                          int(!options.init_frz_model.empty()) <= 1,
                      "--restart, --init-model and --init-frz-model cannot be used together");
         std::string const threads = configure_threads();
-        if (comm.is_root()) std::cout << "dpk-train: " << threads << std::endl;
+        if (comm.is_root())
+          std::cout << "dpk-train: " << threads << "\ndpk-train: " << dpk::program::describe_blas_kernels() << std::endl;
         check_oversubscription(comm);
         std::string converted;  // --init-model model.dp|model.yaml: a dpk model file for the trainer
         std::string const init_model = options.init_model;

@@ -12,6 +12,7 @@
 /// (weak references: with another BLAS they report "unknown" and do nothing).
 
 #include <cstdlib>
+#include <string>
 
 #if defined(__linux__)
 #include <sched.h>
@@ -23,6 +24,8 @@ extern "C" {
 void openblas_set_num_threads(int) __attribute__((weak));
 /// OpenBLAS' current thread count (weak: null when OpenBLAS is not linked).
 int openblas_get_num_threads() __attribute__((weak));
+/// The kernel set a DYNAMIC_ARCH OpenBLAS chose at load time ("Haswell", "SkylakeX", ...; weak).
+char* openblas_get_corename() __attribute__((weak));
 }
 #define DPK_HAS_WEAK_OPENBLAS 1
 #endif
@@ -56,6 +59,16 @@ inline bool set_blas_threads(int threads) {
   (void)threads;
   return false;
 #endif
+}
+
+/// Name of the kernel set OpenBLAS runs ("Haswell", "SkylakeX", ...: its own choice for this CPU
+/// unless OPENBLAS_CORETYPE pins one), or "" when OpenBLAS is not linked.
+inline std::string blas_kernel_name() {
+#if defined(DPK_HAS_WEAK_OPENBLAS)
+  if (openblas_get_corename != nullptr)
+    if (char const* name = openblas_get_corename()) return name;
+#endif
+  return {};
 }
 
 /// Whether the environment variable `name` is set (to anything, even empty).
