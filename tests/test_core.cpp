@@ -8,6 +8,7 @@
 #include <dpk/core/gemm.hpp>
 #include <dpk/core/types.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -201,6 +202,90 @@ TEST_CASE_TEMPLATE("in-thread gemm (host BLAS and KokkosBatched serial) equals p
           CHECK(double(c_left(i, j)) == doctest::Approx(ref).epsilon(tol).scale(1.0));
         }
     }
+}
+
+TEST_CASE_TEMPLATE("in-thread gemm on the small shapes of a chunk (dpk's AVX-512 kernel where compiled in) equals plain loops",
+                   Scalar, double, float) {
+  // Shapes around the kernel's vector, panel and register-block edges (n: 1 .. 8 vectors per
+  // panel and a tail, one or two panels;
+  // m: row blocks of 3, 5 or 8 and the single rows after them; k up to small_gemm_max_k and one
+  // beyond, which goes to the BLAS), A plain and transposed, both strided inside wider
+  // matrices, C overwritten (beta 0) and accumulated (beta 1); through gemm_in_thread (which
+  // picks the kernel or the BLAS, blas::detail::small_gemm_enabled) and, where compiled in,
+  // through the kernel directly.
+  using Matrix = Kokkos::View<Scalar**, Kokkos::LayoutRight, Kokkos::HostSpace>;
+  double const tol = sizeof(Scalar) == 8 ? 1e-13 : 2e-5;
+  auto value = [](int i, int j, int salt) { return Scalar(0.01 * ((i * 37 + j * 11 + salt) % 101) - 0.5); };
+  std::vector<int> const ns = {1, 7, 8, 16, 25, 50, 64, 100, 128, 129, 200};
+  int checked = 0, direct_checked = 0;
+  for (bool direct : {false, true})
+    for (int n : ns)
+      for (int m : {1, 4, 7, 11, 128})
+        for (int k : {1, 25, 128, 129})
+          for (bool ta : {false, true})
+            for (Scalar beta : {Scalar(0), Scalar(1)}) {
+              CAPTURE(n);
+              CAPTURE(m);
+              CAPTURE(k);
+              CAPTURE(ta);
+              CAPTURE(beta);
+              // Operands as column blocks of wider matrices (row strides larger than their widths).
+              Matrix a_wide("a", ta ? k : m, (ta ? m : k) + 3), b_wide("b", k, n + 5), c_wide("c", m, n + 2);
+              auto a = Kokkos::subview(a_wide, Kokkos::ALL(), std::make_pair(1, 1 + int(ta ? m : k)));
+              auto b = Kokkos::subview(b_wide, Kokkos::ALL(), std::make_pair(2, 2 + n));
+              auto c = Kokkos::subview(c_wide, Kokkos::ALL(), std::make_pair(0, n));
+              for (std::size_t i = 0; i < a_wide.extent(0); ++i)
+                for (std::size_t j = 0; j < a_wide.extent(1); ++j) a_wide(i, j) = value(int(i), int(j), 1);
+              for (std::size_t i = 0; i < b_wide.extent(0); ++i)
+                for (std::size_t j = 0; j < b_wide.extent(1); ++j) b_wide(i, j) = value(int(i), int(j), 5);
+              for (int i = 0; i < m; ++i)
+                for (int j = 0; j < n + 2; ++j) c_wide(i, j) = value(i, j, 2);
+              if (direct) {  // dpk's kernel itself, whatever gemm_in_thread would choose here
+#if defined(DPK_HAS_SMALL_GEMM)
+                dpk::blas::detail::SmallGemmArgs<Scalar> const args{
+                    m, n, k, a.data(), std::ptrdiff_t(ta ? a.stride(1) : a.stride(0)),
+                    std::ptrdiff_t(ta ? a.stride(0) : a.stride(1)), b.data(), std::ptrdiff_t(b.stride(0)), c.data(),
+                    std::ptrdiff_t(c.stride(0)), beta != Scalar(0)};
+                if (!dpk::blas::detail::small_gemm(args)) continue;
+#else
+                continue;
+#endif
+              } else {
+                dpk::blas::detail::gemm_in_thread(ta ? "T" : "N", "N", Scalar(1), a, b, beta, c);
+              }
+              for (int i = 0; i < m; ++i) {
+                for (int j = 0; j < n; ++j) {
+                  double ref = beta == Scalar(0) ? 0.0 : double(value(i, j, 2));
+                  double scale = std::fabs(ref);
+                  for (int l = 0; l < k; ++l) {
+                    double const p = double(ta ? a(l, i) : a(i, l)) * double(b(l, j));
+                    ref += p;
+                    scale += std::fabs(p);
+                  }
+                  if (std::fabs(double(c(i, j)) - ref) > tol * std::max(1.0, scale)) {
+                    FAIL_CHECK("C(" << i << ", " << j << ") = " << c(i, j) << ", expected " << ref);
+                    return;
+                  }
+                }
+                // The columns beside C's block are untouched (masked stores).
+                for (int j = n; j < n + 2; ++j) REQUIRE(c_wide(i, j) == value(i, j, 2));
+              }
+              ++(direct ? direct_checked : checked);
+            }
+  CHECK(checked == int(ns.size()) * 5 * 4 * 2 * 2);
+#if defined(DPK_HAS_SMALL_GEMM)
+  // The kernel took every width (panels of 8 vectors) and every k up to small_gemm_max_k (3 of 4).
+  CHECK(direct_checked * 4 == checked * 3);
+#else
+  CHECK(direct_checked == 0);
+#endif
+#if defined(DPK_HAS_SMALL_GEMM)
+  // The kernel's own range: it declines what it does not cover (the caller then uses the BLAS).
+  Scalar x = 0;
+  dpk::blas::detail::SmallGemmArgs<Scalar> too_long{1, 1, dpk::blas::detail::small_gemm_max_k + 1, &x, 1, 1, &x, 1, &x, 1,
+                                                    false};
+  CHECK_FALSE(dpk::blas::detail::small_gemm(too_long));
+#endif
 }
 
 TEST_CASE("accessibility trait of the entry points' static_asserts") {

@@ -3,6 +3,7 @@
 /// \brief The thread defaults of dpk's programs (docs/tuning.md): OpenMP binding applied by
 /// re-executing the program, and OpenBLAS threads per call. Process-wide changes belong to a
 /// program's main, so they live here and not in the library (include/dpk).
+#include <dpk/core/host_gemm.hpp>
 #include <dpk/core/threads.hpp>
 
 #include <cstdlib>
@@ -30,26 +31,18 @@ inline std::string configure_blas_threads(int kokkos_threads, int default_thread
          " (dpk default; set OPENBLAS_NUM_THREADS to override)";
 }
 
-/// Whether OpenBLAS' kernel set `name` (openblas_get_corename) uses AVX-512.
-inline bool blas_kernels_use_avx512(std::string const& name) {
-  std::string lower;
-  for (char c : name) lower += char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  for (char const* set : {"skylakex", "cooperlake", "sapphirerapids"})
-    if (lower == set) return true;
-  return false;
-}
-
 /// The banner's description of the BLAS kernels: `name` (OpenBLAS' kernel set, "" when another
-/// BLAS), whether OPENBLAS_CORETYPE pinned it (`pinned`: its value, or nullptr), and, when the
-/// pin keeps an AVX-512 CPU (`cpu_avx512`) on kernels without AVX-512, a hint: the
-/// environment's choice is kept (dpk never changes it), but it can cost ~1.4-1.9x in the GEMMs
-/// (docs/tuning.md, "BLAS kernels").
-inline std::string describe_blas_kernels(std::string const& name, char const* pinned, bool cpu_avx512) {
-  if (name.empty()) return "BLAS kernels: not OpenBLAS";
-  std::string line = "BLAS kernels: OpenBLAS " + name;
-  if (!pinned) return line + " (OpenBLAS' choice for this CPU)";
-  line += std::string(" (pinned by OPENBLAS_CORETYPE=") + pinned + ")";
-  if (cpu_avx512 && !blas_kernels_use_avx512(name))
+/// BLAS), whether OPENBLAS_CORETYPE pinned it (`pinned`: its value, or nullptr), whether dpk's
+/// own AVX-512 kernel takes the embedding chunks' small products (`own_small`,
+/// blas::detail::small_gemm_enabled), and, when the pin keeps an AVX-512 CPU (`cpu_avx512`) on
+/// kernels without AVX-512, a hint: the environment's choice is kept (dpk never changes it),
+/// but the fitting nets' GEMMs lose by it (docs/tuning.md, "BLAS kernels").
+inline std::string describe_blas_kernels(std::string const& name, char const* pinned, bool cpu_avx512,
+                                         bool own_small) {
+  std::string line = name.empty() ? "BLAS kernels: not OpenBLAS" : "BLAS kernels: OpenBLAS " + name;
+  if (!name.empty()) line += pinned ? std::string(" (pinned by OPENBLAS_CORETYPE=") + pinned + ")" : " (OpenBLAS' choice for this CPU)";
+  if (own_small) line += "; embedding chunks: dpk's AVX-512 kernel (DPK_SMALL_GEMM=0: the BLAS)";
+  if (pinned && !name.empty() && cpu_avx512 && !blas_kernels_use_avx512(name))
     line += "; this CPU has AVX-512, which these kernels leave unused: unset OPENBLAS_CORETYPE for "
             "faster GEMMs (docs/tuning.md, \"BLAS kernels\")";
   return line;
@@ -61,7 +54,11 @@ inline std::string describe_blas_kernels() {
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
   avx512 = __builtin_cpu_supports("avx512f");
 #endif
-  return describe_blas_kernels(blas_kernel_name(), std::getenv("OPENBLAS_CORETYPE"), avx512);
+  bool own_small = false;
+#if defined(DPK_HAS_SMALL_GEMM)
+  own_small = blas::detail::small_gemm_enabled();
+#endif
+  return describe_blas_kernels(blas_kernel_name(), std::getenv("OPENBLAS_CORETYPE"), avx512, own_small);
 }
 
 /// CPUs the process was given by its launcher, as far as it can still be known: the count

@@ -11,9 +11,14 @@
 #include <KokkosBatched_Gemm_Decl.hpp>
 #include <KokkosBatched_Gemm_Serial_Impl.hpp>
 #include <KokkosKernels_config.h>
+#include <dpk/core/small_gemm.hpp>
+#include <dpk/core/threads.hpp>
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 #include <type_traits>
 
 #if defined(KOKKOSKERNELS_ENABLE_TPL_BLAS) && defined(__GNUC__)
@@ -82,26 +87,69 @@ void gemm_in_thread_batched(bool trans_a, bool trans_b, typename AView::const_va
     KokkosBatched::SerialGemm<Trans::Transpose, Trans::Transpose, Algo>::invoke(al, a, b, be, c);
 }
 
+/// Whether gemm_in_thread uses dpk's AVX-512 small-matrix kernel (core/small_gemm.hpp) when it
+/// is compiled in: DPK_SMALL_GEMM=1 / 0 forces it on / off; by default it is on when the host
+/// BLAS would not use AVX-512 for these products (OpenBLAS running a kernel set without it, e.g.
+/// pinned by OPENBLAS_CORETYPE=Haswell; or no host BLAS, leaving KokkosBatched's serial GEMM)
+/// and off otherwise: OpenBLAS' own AVX-512 small-matrix kernels were faster here (float32 water
+/// step 27.2 vs 30.1 ms, float64 50.8 vs 55.9), its Haswell kernels slower (39.8 vs 35.7 ms;
+/// docs/performance.md, "Tenth session"). Read once per process.
+inline bool small_gemm_enabled() {
+  static bool const enabled = [] {
+    if (char const* v = std::getenv("DPK_SMALL_GEMM")) return std::strcmp(v, "0") != 0;
+#if defined(DPK_HAS_HOST_BLAS)
+    std::string const name = blas_kernel_name();
+    return !name.empty() && !blas_kernels_use_avx512(name);
+#else
+    return true;
+#endif
+  }();
+  return enabled;
+}
+
 /// C = beta C + alpha op(A) op(B) from inside a host parallel region (one thread's block), with
-/// no fence and no Kokkos Tools region: rows of unit stride in float/double go to the host BLAS,
-/// everything else to KokkosBatched's serial GEMM.
+/// no fence and no Kokkos Tools region: with alpha 1, beta 0 or 1, B not transposed and the
+/// small shapes of an embedding chunk, dpk's AVX-512 kernel when compiled in; otherwise rows of
+/// unit stride in float/double go to the host BLAS, everything else to KokkosBatched's serial
+/// GEMM.
 template <class AView, class BView, class CView>
 void gemm_in_thread(const char* trans_a, const char* trans_b, typename AView::const_value_type alpha, AView const& a,
                     BView const& b, typename CView::const_value_type beta, CView const& c) {
   bool const ta = trans_a[0] != 'N' && trans_a[0] != 'n', tb = trans_b[0] != 'N' && trans_b[0] != 'n';
-#if defined(DPK_HAS_HOST_BLAS)
   using Scalar = typename CView::non_const_value_type;
   if constexpr (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>) {
+    int const m = int(c.extent(0)), n = int(c.extent(1)), k = int(ta ? a.extent(0) : a.extent(1));
+#if defined(DPK_HAS_SMALL_GEMM)
+    if (!tb && alpha == Scalar(1) && (beta == Scalar(0) || beta == Scalar(1)) && b.stride(1) == 1 &&
+        c.stride(1) == 1 && small_gemm_enabled()) {
+      SmallGemmArgs<Scalar> const args{m,
+                                       n,
+                                       k,
+                                       a.data(),
+                                       std::ptrdiff_t(ta ? a.stride(1) : a.stride(0)),
+                                       std::ptrdiff_t(ta ? a.stride(0) : a.stride(1)),
+                                       b.data(),
+                                       std::ptrdiff_t(b.stride(0)),
+                                       c.data(),
+                                       std::ptrdiff_t(c.stride(0)),
+                                       beta != Scalar(0)};
+      if (small_gemm(args)) return;
+    }
+#endif
+#if defined(DPK_HAS_HOST_BLAS)
     if (a.stride(1) == 1 && b.stride(1) == 1 && c.stride(1) == 1) {
-      int const m = int(c.extent(0)), n = int(c.extent(1)), k = int(ta ? a.extent(0) : a.extent(1));
       auto ld = [](auto const& v) { return int(std::max<std::size_t>({std::size_t(1), std::size_t(v.stride(0)), v.extent(1)})); };
       // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T (same flags, operands swapped).
       host_gemm_colmajor(tb ? 'T' : 'N', ta ? 'T' : 'N', n, m, k, Scalar(alpha), b.data(), ld(b), a.data(), ld(a),
                          Scalar(beta), c.data(), ld(c));
       return;
     }
-  }
+#else
+    (void)m;
+    (void)n;
+    (void)k;
 #endif
+  }
   gemm_in_thread_batched(ta, tb, alpha, a, b, beta, c);
 }
 

@@ -71,6 +71,15 @@ inline std::string blas_kernel_name() {
   return {};
 }
 
+/// Whether OpenBLAS' kernel set `name` (blas_kernel_name) uses AVX-512.
+inline bool blas_kernels_use_avx512(std::string const& name) {
+  std::string lower;
+  for (char c : name) lower += char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  for (char const* set : {"skylakex", "cooperlake", "sapphirerapids"})
+    if (lower == set) return true;
+  return false;
+}
+
 /// Whether the environment variable `name` is set (to anything, even empty).
 inline bool environment_has(char const* name) { return std::getenv(name) != nullptr; }
 

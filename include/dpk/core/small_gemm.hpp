@@ -1,0 +1,171 @@
+#pragma once
+/// \file small_gemm.hpp
+/// \brief Register-blocked AVX-512 products for the small matrices of one embedding chunk
+/// (sums of up to 128 terms: K <= 128), used by blas::detail::gemm_in_thread
+/// when the program is compiled for AVX-512 (-march=native on such a CPU).
+///
+/// Why dpk has its own kernel here: the host BLAS picks its kernels at run time, and an
+/// environment may pin older ones (OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU, docs/tuning.md
+/// "BLAS kernels"); dpk's own kernels are compiled for the CPU the program was built for. On
+/// the chunk shapes of the water nets (128 x 25 x 50, 128 x 50 x 100, 128 x 100 x 50) this kernel
+/// ran at 172-183 GFLOP/s in float32 on one core, against 79-129 for OpenBLAS' Haswell kernels
+/// and 129-216 for its own AVX-512 choice (docs/performance.md, "Tenth session").
+///
+/// Each block of R rows of C keeps R x NV vector accumulators in registers over the whole sum
+/// (NV vectors of 16 floats / 8 doubles per row, the last one masked), loads each row of B once
+/// per block and broadcasts one element of A per row and step. The sum runs over k in order.
+
+#include <cstddef>
+
+#if defined(__AVX512F__) && !defined(__CUDACC__) && !defined(__HIPCC__)
+#include <immintrin.h>
+/// Defined when dpk's AVX-512 small-matrix kernels are compiled in.
+#define DPK_HAS_SMALL_GEMM 1
+#endif
+
+#if defined(DPK_HAS_SMALL_GEMM)
+/// Full unrolling of a loop with a compile-time trip count (GCC and Clang).
+#define DPK_SMALL_GEMM_UNROLL _Pragma("GCC unroll 16")
+#endif
+
+namespace dpk::blas::detail {
+
+#if defined(DPK_HAS_SMALL_GEMM)
+
+/// The AVX-512 vector of Scalar and the few operations the kernel needs.
+template <class Scalar>
+struct Simd512;
+template <>
+struct Simd512<float> {
+  using Vec = __m512;
+  using Mask = __mmask16;
+  static constexpr int lanes = 16;
+  static Vec zero() { return _mm512_setzero_ps(); }
+  static Vec broadcast(float const* p) { return _mm512_set1_ps(*p); }
+  static Vec load(float const* p) { return _mm512_loadu_ps(p); }
+  static Vec load(float const* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
+  static void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+  static void store(float* p, Vec v, Mask m) { _mm512_mask_storeu_ps(p, m, v); }
+  static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+  static Mask mask(int count) { return Mask((1u << count) - 1u); }
+};
+template <>
+struct Simd512<double> {
+  using Vec = __m512d;
+  using Mask = __mmask8;
+  static constexpr int lanes = 8;
+  static Vec zero() { return _mm512_setzero_pd(); }
+  static Vec broadcast(double const* p) { return _mm512_set1_pd(*p); }
+  static Vec load(double const* p) { return _mm512_loadu_pd(p); }
+  static Vec load(double const* p, Mask m) { return _mm512_maskz_loadu_pd(m, p); }
+  static void store(double* p, Vec v) { _mm512_storeu_pd(p, v); }
+  static void store(double* p, Vec v, Mask m) { _mm512_mask_storeu_pd(p, m, v); }
+  static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_pd(a, b, c); }
+  static Vec add(Vec a, Vec b) { return _mm512_add_pd(a, b); }
+  static Mask mask(int count) { return Mask((1u << count) - 1u); }
+};
+
+/// Operands of one small product C = [C +] A B (row-major C and B rows; A by element strides).
+template <class Scalar>
+struct SmallGemmArgs {
+  int m, n, k;
+  Scalar const* a;
+  std::ptrdiff_t a_row, a_col;  ///< A(i, l) = a[i * a_row + l * a_col]
+  Scalar const* b;
+  std::ptrdiff_t ldb;  ///< B(l, j) = b[l * ldb + j]
+  Scalar* c;
+  std::ptrdiff_t ldc;  ///< C(i, j) = c[i * ldc + j]
+  bool accumulate;     ///< C += A B (beta 1), else C = A B (beta 0)
+};
+
+/// Rows [i0, i0 + R) of C: R x NV accumulators over l = 0 .. k - 1, the last vector masked.
+/// Every loop over R and NV is unrolled, so that the accumulators stay in registers.
+template <class Scalar, int NV, int R>
+inline void small_gemm_rows(SmallGemmArgs<Scalar> const& g, int i0) {
+  using S = Simd512<Scalar>;
+  using Vec = typename S::Vec;
+  typename S::Mask const tail = S::mask(g.n - (NV - 1) * S::lanes);
+  int const k = g.k;
+  std::ptrdiff_t const a_row = g.a_row, a_col = g.a_col, ldb = g.ldb;
+  Scalar const* const a = g.a + i0 * a_row;
+  Scalar const* const b = g.b;
+  Vec acc[R][NV];
+  DPK_SMALL_GEMM_UNROLL
+  for (int r = 0; r < R; ++r) {
+    DPK_SMALL_GEMM_UNROLL
+    for (int v = 0; v < NV; ++v) acc[r][v] = S::zero();
+  }
+  for (int l = 0; l < k; ++l) {
+    Scalar const* const b_row = b + l * ldb;
+    Vec bv[NV];
+    DPK_SMALL_GEMM_UNROLL
+    for (int v = 0; v + 1 < NV; ++v) bv[v] = S::load(b_row + v * S::lanes);
+    bv[NV - 1] = S::load(b_row + (NV - 1) * S::lanes, tail);
+    DPK_SMALL_GEMM_UNROLL
+    for (int r = 0; r < R; ++r) {
+      Vec const av = S::broadcast(a + r * a_row + l * a_col);
+      DPK_SMALL_GEMM_UNROLL
+      for (int v = 0; v < NV; ++v) acc[r][v] = S::fma(av, bv[v], acc[r][v]);
+    }
+  }
+  bool const accumulate = g.accumulate;
+  DPK_SMALL_GEMM_UNROLL
+  for (int r = 0; r < R; ++r) {
+    Scalar* const c = g.c + (i0 + r) * g.ldc;
+    DPK_SMALL_GEMM_UNROLL
+    for (int v = 0; v + 1 < NV; ++v)
+      S::store(c + v * S::lanes, accumulate ? S::add(S::load(c + v * S::lanes), acc[r][v]) : acc[r][v]);
+    Scalar* const last = c + (NV - 1) * S::lanes;
+    S::store(last, accumulate ? S::add(S::load(last, tail), acc[r][NV - 1]) : acc[r][NV - 1], tail);
+  }
+}
+
+/// All rows of C in blocks of R (a register budget of about 24 accumulators), then one by one.
+template <class Scalar, int NV>
+inline void small_gemm_nv(SmallGemmArgs<Scalar> const& g) {
+  constexpr int R = NV >= 6 ? 3 : (NV >= 4 ? 5 : 8);
+  int i = 0;
+  for (; i + R <= g.m; i += R) small_gemm_rows<Scalar, NV, R>(g, i);
+  for (; i < g.m; ++i) small_gemm_rows<Scalar, NV, 1>(g, i);
+}
+
+/// Largest sum (k) for which small_gemm is used: the chunk's rows (weight gradients) or a
+/// layer's width; longer sums go to the host BLAS, whose packing pays off there.
+inline constexpr int small_gemm_max_k = 128;
+
+/// Columns of C per panel: 8 vectors (128 float / 64 double columns); wider C is done panel by
+/// panel (each a column slice of B and C).
+template <class Scalar>
+constexpr int small_gemm_panel() {
+  return 8 * Simd512<Scalar>::lanes;
+}
+
+/// C = [C +] A B with dpk's AVX-512 kernel; false (nothing done) when k > small_gemm_max_k or
+/// the product is empty.
+template <class Scalar>
+bool small_gemm(SmallGemmArgs<Scalar> const& g) {
+  if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.k > small_gemm_max_k) return false;
+  constexpr int lanes = Simd512<Scalar>::lanes, panel = small_gemm_panel<Scalar>();
+  for (int j0 = 0; j0 < g.n; j0 += panel) {
+    SmallGemmArgs<Scalar> p = g;
+    p.n = g.n - j0 < panel ? g.n - j0 : panel;
+    p.b = g.b + j0;
+    p.c = g.c + j0;
+    switch ((p.n + lanes - 1) / lanes) {
+      case 1: small_gemm_nv<Scalar, 1>(p); break;
+      case 2: small_gemm_nv<Scalar, 2>(p); break;
+      case 3: small_gemm_nv<Scalar, 3>(p); break;
+      case 4: small_gemm_nv<Scalar, 4>(p); break;
+      case 5: small_gemm_nv<Scalar, 5>(p); break;
+      case 6: small_gemm_nv<Scalar, 6>(p); break;
+      case 7: small_gemm_nv<Scalar, 7>(p); break;
+      default: small_gemm_nv<Scalar, 8>(p); break;
+    }
+  }
+  return true;
+}
+
+#endif  // DPK_HAS_SMALL_GEMM
+
+}  // namespace dpk::blas::detail
