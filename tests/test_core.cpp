@@ -124,6 +124,29 @@ TEST_CASE_TEMPLATE_DEFINE("threaded gemm (N,N), (N,T) and the split T,N reductio
       for (int l = 0; l < k; ++l) ref += double(ha(i, l)) * double(hbt(j, l));
       CHECK(double(hc(i, j)) == doctest::Approx(ref).epsilon(tol).scale(1.0));
     }
+  // Fewer rows than columns (the fitting nets: split over columns in blocks of 16 at several
+  // threads) with a long sum (several passes of dpk's kernel where it runs), overwritten and
+  // accumulated.
+  {
+    int const fm = 40, fk = 300, fn = 250;
+    auto fa = test_matrix<Scalar, Mem>(fm, fk, 0.3);
+    auto fb = test_matrix<Scalar, Mem>(fk, fn, 0.9);
+    auto fc = test_matrix<Scalar, Mem>(fm, fn, 1.7);
+    auto hfa = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), fa);
+    auto hfb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), fb);
+    auto hfc0 = Kokkos::create_mirror(Kokkos::HostSpace(), fc);
+    Kokkos::deep_copy(hfc0, fc);
+    for (Scalar beta : {Scalar(1), Scalar(0)}) {  // C = C + A B, then C = A B
+      dpk::blas::gemm(Space(), "N", "N", Scalar(1), fa, fb, beta, fc);
+      auto hfc = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), fc);
+      for (int i = 0; i < fm; ++i)
+        for (int j = 0; j < fn; ++j) {
+          double ref = beta == Scalar(0) ? 0.0 : double(hfc0(i, j));
+          for (int l = 0; l < fk; ++l) ref += double(hfa(i, l)) * double(hfb(l, j));
+          CHECK(double(hfc(i, j)) == doctest::Approx(ref).epsilon(tol * 10).scale(1.0));
+        }
+    }
+  }
   // W = W + A0^T G0 + A1^T G1, with one pair and with two: many summed rows and a small W
   // (split over the summed rows, per-thread partials), and few summed rows and a tall W (split
   // over the rows of W, as for the fitting nets' first layer).
@@ -204,88 +227,117 @@ TEST_CASE_TEMPLATE("in-thread gemm (host BLAS and KokkosBatched serial) equals p
     }
 }
 
-TEST_CASE_TEMPLATE("in-thread gemm on the small shapes of a chunk (dpk's AVX-512 kernel where compiled in) equals plain loops",
+TEST_CASE_TEMPLATE("in-thread gemm on the skinny shapes of the nets (dpk's AVX-512 kernel where compiled in) equals plain loops",
                    Scalar, double, float) {
   // Shapes around the kernel's vector, panel and register-block edges (n: 1 .. 8 vectors per
-  // panel and a tail, one or two panels;
-  // m: row blocks of 3, 5 or 8 and the single rows after them; k up to small_gemm_max_k and one
-  // beyond, which goes to the BLAS), A plain and transposed, both strided inside wider
-  // matrices, C overwritten (beta 0) and accumulated (beta 1); through gemm_in_thread (which
-  // picks the kernel or the BLAS, blas::detail::small_gemm_enabled) and, where compiled in,
-  // through the kernel directly.
+  // panel and a tail, one or two panels; m: row blocks of 3, 5 or 8 and the single rows after
+  // them; k within one pass of small_gemm_kc terms, over several and a partial one, up to a
+  // fitting net's 240), alpha 1 and not, A plain and transposed, both strided inside wider
+  // matrices, B plain
+  // with rows off the cache lines (copied when C has many rows) or on them (read in place), or
+  // transposed (copied), C overwritten (beta 0) and accumulated (beta 1); through
+  // gemm_in_thread (which picks the kernel or the BLAS, blas::detail::small_gemm_enabled) and,
+  // where compiled in, through the kernel directly.
   using Matrix = Kokkos::View<Scalar**, Kokkos::LayoutRight, Kokkos::HostSpace>;
   double const tol = sizeof(Scalar) == 8 ? 1e-13 : 2e-5;
   auto value = [](int i, int j, int salt) { return Scalar(0.01 * ((i * 37 + j * 11 + salt) % 101) - 0.5); };
-  std::vector<int> const ns = {1, 7, 8, 16, 25, 50, 64, 100, 128, 129, 200};
+  std::vector<int> const ns = {1, 7, 16, 25, 100, 129, 200}, ms = {1, 4, 7, 11, 128}, ks = {1, 25, 64, 65, 240};
+  enum class BForm { off_lines, on_lines, transposed };
   int checked = 0, direct_checked = 0;
   for (bool direct : {false, true})
-    for (int n : ns)
-      for (int m : {1, 4, 7, 11, 128})
-        for (int k : {1, 25, 128, 129})
-          for (bool ta : {false, true})
-            for (Scalar beta : {Scalar(0), Scalar(1)}) {
-              CAPTURE(n);
-              CAPTURE(m);
-              CAPTURE(k);
-              CAPTURE(ta);
-              CAPTURE(beta);
-              // Operands as column blocks of wider matrices (row strides larger than their widths).
-              Matrix a_wide("a", ta ? k : m, (ta ? m : k) + 3), b_wide("b", k, n + 5), c_wide("c", m, n + 2);
-              auto a = Kokkos::subview(a_wide, Kokkos::ALL(), std::make_pair(1, 1 + int(ta ? m : k)));
-              auto b = Kokkos::subview(b_wide, Kokkos::ALL(), std::make_pair(2, 2 + n));
-              auto c = Kokkos::subview(c_wide, Kokkos::ALL(), std::make_pair(0, n));
-              for (std::size_t i = 0; i < a_wide.extent(0); ++i)
-                for (std::size_t j = 0; j < a_wide.extent(1); ++j) a_wide(i, j) = value(int(i), int(j), 1);
-              for (std::size_t i = 0; i < b_wide.extent(0); ++i)
-                for (std::size_t j = 0; j < b_wide.extent(1); ++j) b_wide(i, j) = value(int(i), int(j), 5);
-              for (int i = 0; i < m; ++i)
-                for (int j = 0; j < n + 2; ++j) c_wide(i, j) = value(i, j, 2);
-              if (direct) {  // dpk's kernel itself, whatever gemm_in_thread would choose here
+    for (BForm form : {BForm::off_lines, BForm::on_lines, BForm::transposed})
+      for (int n : ns)
+        for (int m : ms)
+          for (int k : ks)
+            for (bool ta : {false, true})
+              for (Scalar beta : {Scalar(0), Scalar(1)}) {
+                CAPTURE(direct);
+                CAPTURE(int(form));
+                CAPTURE(n);
+                CAPTURE(m);
+                CAPTURE(k);
+                CAPTURE(ta);
+                CAPTURE(beta);
+                bool const tb = form == BForm::transposed;
+                Scalar const alpha = (n + k) % 2 == 0 ? Scalar(1) : Scalar(-0.375);  // both, over the shapes
+                // Operands as column blocks of wider matrices (row strides larger than their
+                // widths); B on the lines: from column 0 of rows padded to 16 elements.
+                int const b_rows = tb ? n : k, b_cols = tb ? k : n;
+                int const b_first = form == BForm::on_lines ? 0 : 2;
+                int const b_pitch = form == BForm::on_lines ? (b_cols + 15) / 16 * 16 : b_cols + 5;
+                Matrix a_wide("a", ta ? k : m, (ta ? m : k) + 3), b_wide("b", b_rows, b_pitch), c_wide("c", m, n + 2);
+                auto a = Kokkos::subview(a_wide, Kokkos::ALL(), std::make_pair(1, 1 + int(ta ? m : k)));
+                auto b = Kokkos::subview(b_wide, Kokkos::ALL(), std::make_pair(b_first, b_first + b_cols));
+                auto c = Kokkos::subview(c_wide, Kokkos::ALL(), std::make_pair(0, n));
+                for (std::size_t i = 0; i < a_wide.extent(0); ++i)
+                  for (std::size_t j = 0; j < a_wide.extent(1); ++j) a_wide(i, j) = value(int(i), int(j), 1);
+                for (std::size_t i = 0; i < b_wide.extent(0); ++i)
+                  for (std::size_t j = 0; j < b_wide.extent(1); ++j) b_wide(i, j) = value(int(i), int(j), 5);
+                for (int i = 0; i < m; ++i)
+                  for (int j = 0; j < n + 2; ++j) c_wide(i, j) = value(i, j, 2);
+                if (direct) {  // dpk's kernel itself, whatever gemm_in_thread would choose here
 #if defined(DPK_HAS_SMALL_GEMM)
-                dpk::blas::detail::SmallGemmArgs<Scalar> const args{
-                    m, n, k, a.data(), std::ptrdiff_t(ta ? a.stride(1) : a.stride(0)),
-                    std::ptrdiff_t(ta ? a.stride(0) : a.stride(1)), b.data(), std::ptrdiff_t(b.stride(0)), c.data(),
-                    std::ptrdiff_t(c.stride(0)), beta != Scalar(0)};
-                if (!dpk::blas::detail::small_gemm(args)) continue;
+                  auto const args = dpk::blas::detail::small_gemm_args(ta, tb, alpha, a, b, beta != Scalar(0), c);
+                  if (form != BForm::transposed)  // where the kernel reads B from
+                    CHECK(dpk::blas::detail::small_gemm_b_in_place(args) == (form == BForm::on_lines || m < 16));
+                  REQUIRE(dpk::blas::detail::small_gemm(args));
 #else
-                continue;
+                  continue;
 #endif
-              } else {
-                dpk::blas::detail::gemm_in_thread(ta ? "T" : "N", "N", Scalar(1), a, b, beta, c);
-              }
-              for (int i = 0; i < m; ++i) {
-                for (int j = 0; j < n; ++j) {
-                  double ref = beta == Scalar(0) ? 0.0 : double(value(i, j, 2));
-                  double scale = std::fabs(ref);
-                  for (int l = 0; l < k; ++l) {
-                    double const p = double(ta ? a(l, i) : a(i, l)) * double(b(l, j));
-                    ref += p;
-                    scale += std::fabs(p);
-                  }
-                  if (std::fabs(double(c(i, j)) - ref) > tol * std::max(1.0, scale)) {
-                    FAIL_CHECK("C(" << i << ", " << j << ") = " << c(i, j) << ", expected " << ref);
-                    return;
-                  }
+                } else {
+                  dpk::blas::detail::gemm_in_thread(ta ? "T" : "N", tb ? "T" : "N", alpha, a, b, beta, c);
                 }
-                // The columns beside C's block are untouched (masked stores).
-                for (int j = n; j < n + 2; ++j) REQUIRE(c_wide(i, j) == value(i, j, 2));
+                for (int i = 0; i < m; ++i) {
+                  for (int j = 0; j < n; ++j) {
+                    double ref = beta == Scalar(0) ? 0.0 : double(value(i, j, 2));
+                    double scale = std::fabs(ref);
+                    for (int l = 0; l < k; ++l) {
+                      double const p = double(alpha) * double(ta ? a(l, i) : a(i, l)) * double(tb ? b(j, l) : b(l, j));
+                      ref += p;
+                      scale += std::fabs(p);
+                    }
+                    if (std::fabs(double(c(i, j)) - ref) > tol * std::max(1.0, scale)) {
+                      FAIL_CHECK("C(" << i << ", " << j << ") = " << c(i, j) << ", expected " << ref);
+                      return;
+                    }
+                  }
+                  // The columns beside C's block are untouched (masked stores).
+                  for (int j = n; j < n + 2; ++j) REQUIRE(c_wide(i, j) == value(i, j, 2));
+                }
+                ++(direct ? direct_checked : checked);
               }
-              ++(direct ? direct_checked : checked);
-            }
-  CHECK(checked == int(ns.size()) * 5 * 4 * 2 * 2);
+  CHECK(checked == 3 * int(ns.size() * ms.size() * ks.size()) * 2 * 2);
 #if defined(DPK_HAS_SMALL_GEMM)
-  // The kernel took every width (panels of 8 vectors) and every k up to small_gemm_max_k (3 of 4).
-  CHECK(direct_checked * 4 == checked * 3);
+  CHECK(direct_checked == checked);  // every shape, directly
+  // An empty product is declined (nothing to do; the callers never pass one).
+  Scalar x = 0;
+  CHECK_FALSE(dpk::blas::detail::small_gemm(dpk::blas::detail::SmallGemmArgs<Scalar>{1, 1, 0, &x, 1, 1, &x, 1, &x, 1, false}));
 #else
   CHECK(direct_checked == 0);
 #endif
-#if defined(DPK_HAS_SMALL_GEMM)
-  // The kernel's own range: it declines what it does not cover (the caller then uses the BLAS).
-  Scalar x = 0;
-  dpk::blas::detail::SmallGemmArgs<Scalar> too_long{1, 1, dpk::blas::detail::small_gemm_max_k + 1, &x, 1, 1, &x, 1, &x, 1,
-                                                    false};
-  CHECK_FALSE(dpk::blas::detail::small_gemm(too_long));
-#endif
+}
+
+TEST_CASE("column blocks of a split product cover every column once, on multiples of 16") {
+  for (std::size_t columns : {1, 15, 16, 17, 100, 120, 240, 241, 1600})
+    for (int blocks = 1; blocks <= 8; ++blocks) {
+      CAPTURE(columns);
+      CAPTURE(blocks);
+      std::size_t next = 0;
+      for (int k = 0; k < blocks; ++k) {
+        auto const range = dpk::blas::detail::block_columns(columns, blocks, k);
+        CHECK(range.first == next);
+        CHECK(range.first <= range.second);
+        CHECK(range.first % 16 == 0);
+        if (k + 1 < blocks) CHECK(range.second % 16 == 0);
+        // Balanced to one group of 16: no block more than 16 columns longer than another.
+        CHECK(range.second - range.first <= 16 * ((columns + 15) / 16 / blocks + 1));
+        next = range.second;
+      }
+      CHECK(next == columns);
+    }
+  // The fitting nets' 240 columns at 2 threads: 7 and 8 groups of 16.
+  CHECK(dpk::blas::detail::block_columns(240, 2, 0) == std::pair<std::size_t, std::size_t>{0, 112});
+  CHECK(dpk::blas::detail::block_columns(240, 2, 1) == std::pair<std::size_t, std::size_t>{112, 240});
 }
 
 TEST_CASE("accessibility trait of the entry points' static_asserts") {

@@ -64,6 +64,16 @@ inline std::pair<std::size_t, std::size_t> block_rows(std::size_t rows, int bloc
   return {rows * k / blocks, rows * (k + 1) / blocks};
 }
 
+/// Columns [first, last) of block `k` of `blocks` over `columns` columns, every block but the
+/// last starting and ending on a multiple of 16 columns (64 bytes of float, the start of a
+/// cache line in rows that start on one): vector loads of a block's rows then never straddle
+/// two lines. Blocks may be empty when `columns` < 16 `blocks`.
+inline std::pair<std::size_t, std::size_t> block_columns(std::size_t columns, int blocks, int k) {
+  std::size_t const groups = (columns + 15) / 16;
+  auto edge = [&](int b) { return std::min(columns, 16 * (groups * b / blocks)); };
+  return {edge(k), edge(k + 1)};
+}
+
 }  // namespace detail
 
 /// C = beta C + alpha op(A) op(B) inside the calling host thread (one single-threaded call).
@@ -100,15 +110,20 @@ void gemm(ExecutionSpace const& space, const char* trans_a, const char* trans_b,
   int const blocks = (trans_a[0] == 'N' || trans_a[0] == 'n')
                          ? detail::host_blocks(space, split, double(m) * n * k, /*per_thread=*/by_columns ? 1 : 2)
                          : 1;
+  bool const ta = trans_a[0] != 'N' && trans_a[0] != 'n', tb = trans_b[0] != 'N' && trans_b[0] != 'n';
   if (blocks <= 1) {
+    if constexpr (host_schedule_v<ExecutionSpace>) {  // one thread: dpk's kernel if it takes it
+      space.fence();
+      if (detail::small_gemm_views(ta, tb, alpha, a, b, beta, c)) return;
+    }
     detail::gemm_kk(space, trans_a, trans_b, alpha, a, b, beta, c);
     return;
   }
   if constexpr (host_schedule_v<ExecutionSpace>) {
-    bool const tb = trans_b[0] != 'N' && trans_b[0] != 'n';
     detail::for_each_block(space, "dpk::blas::gemm_blocks", blocks, [&](int const block) {
       if (by_columns) {
-        auto const cols = detail::block_rows(n, blocks, block);
+        auto const cols = detail::block_columns(n, blocks, block);
+        if (cols.first == cols.second) return;
         auto c_cols = Kokkos::subview(c, Kokkos::ALL(), cols);
         if (tb)
           detail::gemm_in_thread(trans_a, trans_b, alpha, a, Kokkos::subview(b, cols, Kokkos::ALL()), beta, c_cols);
@@ -154,27 +169,32 @@ void gemm_tn_sum(ExecutionSpace const& space, typename AView::const_value_type a
         });
     return;
   }
-  if (blocks <= 1) {
-    if (rows0 > 0) detail::gemm_kk(space, "T", "N", alpha, a0, b0, beta, c);
-    if (rows1 > 0) detail::gemm_kk(space, "T", "N", alpha, a1, b1, rows0 > 0 ? Scalar(1) : beta, c);
+  if (blocks <= 1) {  // one call per pair, dpk's kernel first on host spaces
+    auto pair = [&](AView const& a, BView const& b, Scalar beta_pair) {
+      if constexpr (host_schedule_v<ExecutionSpace>) {
+        space.fence();
+        if (detail::small_gemm_views(true, false, alpha, a, b, beta_pair, c)) return;
+      }
+      detail::gemm_kk(space, "T", "N", alpha, a, b, beta_pair, c);
+    };
+    if (rows0 > 0) pair(a0, b0, beta);
+    if (rows1 > 0) pair(a1, b1, rows0 > 0 ? Scalar(1) : beta);
     return;
   }
   if constexpr (host_schedule_v<ExecutionSpace>) {  // for_each_block fences before and after
-#if defined(DPK_HAS_HOST_BLAS)
     // Few summed rows and many rows of C (the fitting nets' weights): split the rows of C
-    // instead, each thread one column block of the A_p (strided, hence the raw BLAS call) and
-    // all of the B_p; no partial sums, no reduction pass.
+    // instead, each thread one column block of the A_p and all of the B_p; no partial sums, no
+    // reduction pass.
     if (m >= std::size_t(16) * blocks && rows <= 4 * m) {
       int const column_blocks = detail::host_blocks(space, m / 16, double(m) * n * rows, /*per_thread=*/4);
       detail::for_each_block(space, "dpk::blas::gemm_tn_sum_columns", column_blocks, [&](int const block) {
-            auto const range = detail::block_rows(m, column_blocks, block);
-            int const mb = int(range.second - range.first), ldc = int(c.stride(0));
-            Scalar* const c_block = c.data() + range.first * c.stride(0);
+            auto const range = detail::block_columns(m, column_blocks, block);
+            if (range.first == range.second) return;
+            auto c_block = Kokkos::subview(c, range, Kokkos::ALL());
             Scalar beta_now = beta;
             auto part = [&](AView const& a, BView const& b) {
               if (a.extent(0) == 0) return;
-              detail::gemm_tn_host<Scalar>(mb, int(n), int(a.extent(0)), alpha, a.data() + range.first, int(a.stride(0)),
-                                           b.data(), int(b.stride(0)), beta_now, c_block, ldc);
+              detail::gemm_in_thread("T", "N", alpha, Kokkos::subview(a, Kokkos::ALL(), range), b, beta_now, c_block);
               beta_now = Scalar(1);
             };
             part(a0, b0);
@@ -182,7 +202,6 @@ void gemm_tn_sum(ExecutionSpace const& space, typename AView::const_value_type a
           });
       return;
     }
-#endif
     detail::for_each_block(space, "dpk::blas::gemm_tn_sum", blocks, [&](int const block) {
           auto const range = detail::block_rows(rows, blocks, block);
           CView out = block == 0 ? c : CView(partials.data() + std::size_t(block - 1) * m * n, m, n);

@@ -57,15 +57,6 @@ inline void host_gemm_colmajor(char ta, char tb, int m, int n, int k, float alph
                                float const* b, int ldb, float beta, float* c, int ldc) {
   dpk_detail_host_sgemm(&ta, &tb, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc);
 }
-
-/// C = beta C + alpha A^T B for row-major host matrices given by pointer and row stride:
-/// A (k x m, lda), B (k x n, ldb), C (m x n, ldc); A may be a column block of a wider matrix.
-template <class Scalar>
-void gemm_tn_host(int m, int n, int k, Scalar alpha, Scalar const* a, int lda, Scalar const* b, int ldb, Scalar beta,
-                  Scalar* c, int ldc) {
-  // Row-major C = A^T B is column-major C^T = B^T A.
-  host_gemm_colmajor('N', 'T', n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
-}
 #endif
 
 /// C = beta C + alpha op(A) op(B) with KokkosBatched's serial GEMM in the calling thread (any
@@ -108,49 +99,70 @@ inline bool small_gemm_enabled() {
   return enabled;
 }
 
+#if defined(DPK_HAS_SMALL_GEMM)
+/// The operands of C = [C +] alpha op(A) op(B) for dpk's AVX-512 kernel from views (C and B
+/// with elements of unit stride along their rows; `accumulate` for beta 1).
+template <class AView, class BView, class CView>
+SmallGemmArgs<typename CView::non_const_value_type> small_gemm_args(bool trans_a, bool trans_b,
+                                                                    typename CView::const_value_type alpha,
+                                                                    AView const& a, BView const& b, bool accumulate,
+                                                                    CView const& c) {
+  return {int(c.extent(0)),
+          int(c.extent(1)),
+          int(trans_a ? a.extent(0) : a.extent(1)),
+          a.data(),
+          std::ptrdiff_t(trans_a ? a.stride(1) : a.stride(0)),
+          std::ptrdiff_t(trans_a ? a.stride(0) : a.stride(1)),
+          b.data(),
+          std::ptrdiff_t(b.stride(0)),
+          c.data(),
+          std::ptrdiff_t(c.stride(0)),
+          accumulate,
+          trans_b,
+          alpha};
+}
+#endif
+
+/// C = beta C + op(A) op(B) with dpk's AVX-512 kernel (core/small_gemm.hpp) when it is compiled
+/// in and enabled (small_gemm_enabled) and the product is one it takes: beta 0 or 1, unit-stride
+/// rows of B and C, float or double. False (nothing done) otherwise.
+template <class AView, class BView, class CView>
+bool small_gemm_views(bool trans_a, bool trans_b, typename AView::const_value_type alpha, AView const& a,
+                      BView const& b, typename CView::const_value_type beta, CView const& c) {
+#if defined(DPK_HAS_SMALL_GEMM)
+  using Scalar = typename CView::non_const_value_type;
+  if constexpr (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>) {
+    if ((beta != Scalar(0) && beta != Scalar(1)) || b.stride(1) != 1 || c.stride(1) != 1 || !small_gemm_enabled())
+      return false;
+    return small_gemm(small_gemm_args(trans_a, trans_b, Scalar(alpha), a, b, beta != Scalar(0), c));
+  }
+#endif
+  (void)trans_a, (void)trans_b, (void)alpha, (void)a, (void)b, (void)beta, (void)c;
+  return false;
+}
+
 /// C = beta C + alpha op(A) op(B) from inside a host parallel region (one thread's block), with
-/// no fence and no Kokkos Tools region: with alpha 1, beta 0 or 1, B not transposed and the
-/// small shapes of an embedding chunk, dpk's AVX-512 kernel when compiled in; otherwise rows of
-/// unit stride in float/double go to the host BLAS, everything else to KokkosBatched's serial
-/// GEMM.
+/// no fence and no Kokkos Tools region: dpk's AVX-512 kernel when it takes the product
+/// (small_gemm_views); otherwise rows of unit stride in float/double go to the host BLAS,
+/// everything else to KokkosBatched's serial GEMM.
 template <class AView, class BView, class CView>
 void gemm_in_thread(const char* trans_a, const char* trans_b, typename AView::const_value_type alpha, AView const& a,
                     BView const& b, typename CView::const_value_type beta, CView const& c) {
   bool const ta = trans_a[0] != 'N' && trans_a[0] != 'n', tb = trans_b[0] != 'N' && trans_b[0] != 'n';
+  if (small_gemm_views(ta, tb, alpha, a, b, beta, c)) return;
+#if defined(DPK_HAS_HOST_BLAS)
   using Scalar = typename CView::non_const_value_type;
   if constexpr (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>) {
-    int const m = int(c.extent(0)), n = int(c.extent(1)), k = int(ta ? a.extent(0) : a.extent(1));
-#if defined(DPK_HAS_SMALL_GEMM)
-    if (!tb && alpha == Scalar(1) && (beta == Scalar(0) || beta == Scalar(1)) && b.stride(1) == 1 &&
-        c.stride(1) == 1 && small_gemm_enabled()) {
-      SmallGemmArgs<Scalar> const args{m,
-                                       n,
-                                       k,
-                                       a.data(),
-                                       std::ptrdiff_t(ta ? a.stride(1) : a.stride(0)),
-                                       std::ptrdiff_t(ta ? a.stride(0) : a.stride(1)),
-                                       b.data(),
-                                       std::ptrdiff_t(b.stride(0)),
-                                       c.data(),
-                                       std::ptrdiff_t(c.stride(0)),
-                                       beta != Scalar(0)};
-      if (small_gemm(args)) return;
-    }
-#endif
-#if defined(DPK_HAS_HOST_BLAS)
     if (a.stride(1) == 1 && b.stride(1) == 1 && c.stride(1) == 1) {
+      int const m = int(c.extent(0)), n = int(c.extent(1)), k = int(ta ? a.extent(0) : a.extent(1));
       auto ld = [](auto const& v) { return int(std::max<std::size_t>({std::size_t(1), std::size_t(v.stride(0)), v.extent(1)})); };
       // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T (same flags, operands swapped).
       host_gemm_colmajor(tb ? 'T' : 'N', ta ? 'T' : 'N', n, m, k, Scalar(alpha), b.data(), ld(b), a.data(), ld(a),
                          Scalar(beta), c.data(), ld(c));
       return;
     }
-#else
-    (void)m;
-    (void)n;
-    (void)k;
-#endif
   }
+#endif
   gemm_in_thread_batched(ta, tb, alpha, a, b, beta, c);
 }
 

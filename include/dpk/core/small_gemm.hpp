@@ -1,8 +1,8 @@
 #pragma once
 /// \file small_gemm.hpp
-/// \brief Register-blocked AVX-512 products for the small matrices of one embedding chunk
-/// (sums of up to 128 terms: K <= 128), used by blas::detail::gemm_in_thread
-/// when the program is compiled for AVX-512 (-march=native on such a CPU).
+/// \brief Register-blocked AVX-512 products for the networks' skinny matrices (an embedding
+/// chunk's 128 rows, a fitting net's atoms), used by blas::detail::gemm_in_thread and the host
+/// schedule of blas::gemm when the program is compiled for AVX-512 (-march=native on such a CPU).
 ///
 /// Why dpk has its own kernel here: the host BLAS picks its kernels at run time, and an
 /// environment may pin older ones (OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU, docs/tuning.md
@@ -11,11 +11,13 @@
 /// ran at 172-183 GFLOP/s in float32 on one core, against 79-129 for OpenBLAS' Haswell kernels
 /// and 129-216 for its own AVX-512 choice (docs/performance.md, "Tenth session").
 ///
-/// Each block of R rows of C keeps R x NV vector accumulators in registers over the whole sum
-/// (NV vectors of 16 floats / 8 doubles per row, the last one masked), loads each row of B once
-/// per block and broadcasts one element of A per row and step. The sum runs over k in order.
+/// Each block of R rows of C keeps R x NV vector accumulators in registers over a pass of up to
+/// 64 terms of the sum (NV vectors of 16 floats / 8 doubles per row, the last one masked), loads
+/// each row of B once per block and broadcasts one element of A per row and step. The sum runs
+/// over k in order.
 
 #include <cstddef>
+#include <cstdint>
 
 #if defined(__AVX512F__) && !defined(__CUDACC__) && !defined(__HIPCC__)
 #include <immintrin.h>
@@ -48,6 +50,7 @@ struct Simd512<float> {
   static void store(float* p, Vec v, Mask m) { _mm512_mask_storeu_ps(p, m, v); }
   static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
   static Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+  static Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
   static Mask mask(int count) { return Mask((1u << count) - 1u); }
 };
 template <>
@@ -63,20 +66,24 @@ struct Simd512<double> {
   static void store(double* p, Vec v, Mask m) { _mm512_mask_storeu_pd(p, m, v); }
   static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_pd(a, b, c); }
   static Vec add(Vec a, Vec b) { return _mm512_add_pd(a, b); }
+  static Vec mul(Vec a, Vec b) { return _mm512_mul_pd(a, b); }
   static Mask mask(int count) { return Mask((1u << count) - 1u); }
 };
 
-/// Operands of one small product C = [C +] A B (row-major C and B rows; A by element strides).
+/// Operands of one small product C = [C +] alpha A op(B) (row-major C and B rows; A by element
+/// strides).
 template <class Scalar>
 struct SmallGemmArgs {
   int m, n, k;
   Scalar const* a;
   std::ptrdiff_t a_row, a_col;  ///< A(i, l) = a[i * a_row + l * a_col]
   Scalar const* b;
-  std::ptrdiff_t ldb;  ///< B(l, j) = b[l * ldb + j]
+  std::ptrdiff_t ldb;  ///< op(B)(l, j) = b[l * ldb + j], or b[j * ldb + l] when trans_b
   Scalar* c;
   std::ptrdiff_t ldc;  ///< C(i, j) = c[i * ldc + j]
-  bool accumulate;     ///< C += A B (beta 1), else C = A B (beta 0)
+  bool accumulate;     ///< C += alpha A op(B) (beta 1), else C = alpha A op(B) (beta 0)
+  bool trans_b = false;
+  Scalar alpha = 1;
 };
 
 /// Rows [i0, i0 + R) of C: R x NV accumulators over l = 0 .. k - 1, the last vector masked.
@@ -109,6 +116,14 @@ inline void small_gemm_rows(SmallGemmArgs<Scalar> const& g, int i0) {
       for (int v = 0; v < NV; ++v) acc[r][v] = S::fma(av, bv[v], acc[r][v]);
     }
   }
+  if (g.alpha != Scalar(1)) {
+    Vec const alpha = S::broadcast(&g.alpha);
+    DPK_SMALL_GEMM_UNROLL
+    for (int r = 0; r < R; ++r) {
+      DPK_SMALL_GEMM_UNROLL
+      for (int v = 0; v < NV; ++v) acc[r][v] = S::mul(alpha, acc[r][v]);
+    }
+  }
   bool const accumulate = g.accumulate;
   DPK_SMALL_GEMM_UNROLL
   for (int r = 0; r < R; ++r) {
@@ -130,9 +145,12 @@ inline void small_gemm_nv(SmallGemmArgs<Scalar> const& g) {
   for (; i < g.m; ++i) small_gemm_rows<Scalar, NV, 1>(g, i);
 }
 
-/// Largest sum (k) for which small_gemm is used: the chunk's rows (weight gradients) or a
-/// layer's width; longer sums go to the host BLAS, whose packing pays off there.
-inline constexpr int small_gemm_max_k = 128;
+/// Terms of the sum per pass over a panel: longer sums (the fitting nets' 1600 and 240) run in
+/// passes of this many, each adding to C, so that the rows of B one pass reads (64 x 8 vectors:
+/// 32 KiB) stay in the L1 cache while every row block of C reuses them. Fitting shapes (128 rows,
+/// 1600 -> 240 and 240 -> 240, one Zen 5 core): 32 and 64 terms ran at 203-217 GFLOP/s in float
+/// and 92-107 in double, 128 terms at 152-173 and 75-84 (docs/performance.md, eleventh session).
+inline constexpr int small_gemm_kc = 64;
 
 /// Columns of C per panel: 8 vectors (128 float / 64 double columns); wider C is done panel by
 /// panel (each a column slice of B and C).
@@ -141,26 +159,64 @@ constexpr int small_gemm_panel() {
   return 8 * Simd512<Scalar>::lanes;
 }
 
-/// C = [C +] A B with dpk's AVX-512 kernel; false (nothing done) when k > small_gemm_max_k or
-/// the product is empty.
+/// Whether a pass reads B where it lies: B not transposed, and rows of B that start on cache
+/// lines (64 bytes) or too few rows of C to repay a copy. Otherwise (B transposed, or many rows
+/// of C and rows of B that straddle lines, as the 100-wide rows of a 50 -> 100 layer's weights)
+/// each pass first copies its block of op(B) (up to kc x panel) into aligned rows.
+template <class Scalar>
+bool small_gemm_b_in_place(SmallGemmArgs<Scalar> const& g) {
+  if (g.trans_b) return false;
+  bool const aligned = reinterpret_cast<std::uintptr_t>(g.b) % 64 == 0 && (g.ldb * sizeof(Scalar)) % 64 == 0;
+  return aligned || g.m < 16;
+}
+
+/// C = [C +] alpha A op(B) with dpk's AVX-512 kernel, panel by panel of C's columns and, for sums
+/// longer than small_gemm_kc, pass by pass over the sum; false (nothing done) when the product
+/// is empty.
 template <class Scalar>
 bool small_gemm(SmallGemmArgs<Scalar> const& g) {
-  if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.k > small_gemm_max_k) return false;
-  constexpr int lanes = Simd512<Scalar>::lanes, panel = small_gemm_panel<Scalar>();
+  if (g.m <= 0 || g.n <= 0 || g.k <= 0) return false;
+  constexpr int lanes = Simd512<Scalar>::lanes, panel = small_gemm_panel<Scalar>(), kc = small_gemm_kc;
+  bool const in_place = small_gemm_b_in_place(g);
+  alignas(64) Scalar packed[kc * panel];  // one pass's block of op(B) when copied: 32 KiB
   for (int j0 = 0; j0 < g.n; j0 += panel) {
-    SmallGemmArgs<Scalar> p = g;
-    p.n = g.n - j0 < panel ? g.n - j0 : panel;
-    p.b = g.b + j0;
-    p.c = g.c + j0;
-    switch ((p.n + lanes - 1) / lanes) {
-      case 1: small_gemm_nv<Scalar, 1>(p); break;
-      case 2: small_gemm_nv<Scalar, 2>(p); break;
-      case 3: small_gemm_nv<Scalar, 3>(p); break;
-      case 4: small_gemm_nv<Scalar, 4>(p); break;
-      case 5: small_gemm_nv<Scalar, 5>(p); break;
-      case 6: small_gemm_nv<Scalar, 6>(p); break;
-      case 7: small_gemm_nv<Scalar, 7>(p); break;
-      default: small_gemm_nv<Scalar, 8>(p); break;
+    for (int l0 = 0; l0 < g.k; l0 += kc) {
+      SmallGemmArgs<Scalar> p = g;
+      p.n = g.n - j0 < panel ? g.n - j0 : panel;
+      p.k = g.k - l0 < kc ? g.k - l0 : kc;
+      p.a = g.a + l0 * g.a_col;
+      p.c = g.c + j0;
+      p.accumulate = g.accumulate || l0 > 0;
+      p.trans_b = false;
+      int const vectors = (p.n + lanes - 1) / lanes;
+      if (in_place) {
+        p.b = g.b + l0 * g.ldb + j0;
+      } else {
+        std::ptrdiff_t const pitch = std::ptrdiff_t(vectors) * lanes;
+        if (g.trans_b) {
+          for (int j = 0; j < p.n; ++j) {
+            Scalar const* const column = g.b + (j0 + j) * g.ldb + l0;  // op(B)(l0 .., j0 + j)
+            for (int l = 0; l < p.k; ++l) packed[l * pitch + j] = column[l];
+          }
+        } else {
+          for (int l = 0; l < p.k; ++l) {
+            Scalar const* const row = g.b + (l0 + l) * g.ldb + j0;
+            for (int j = 0; j < p.n; ++j) packed[l * pitch + j] = row[j];
+          }
+        }
+        p.b = packed;
+        p.ldb = pitch;
+      }
+      switch (vectors) {
+        case 1: small_gemm_nv<Scalar, 1>(p); break;
+        case 2: small_gemm_nv<Scalar, 2>(p); break;
+        case 3: small_gemm_nv<Scalar, 3>(p); break;
+        case 4: small_gemm_nv<Scalar, 4>(p); break;
+        case 5: small_gemm_nv<Scalar, 5>(p); break;
+        case 6: small_gemm_nv<Scalar, 6>(p); break;
+        case 7: small_gemm_nv<Scalar, 7>(p); break;
+        default: small_gemm_nv<Scalar, 8>(p); break;
+      }
     }
   }
   return true;
