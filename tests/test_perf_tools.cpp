@@ -131,6 +131,11 @@ TEST_CASE("BLAS kernels: the banner names OpenBLAS' kernel set and flags a pin t
   CHECK(pinned.find("pinned by OPENBLAS_CORETYPE=Haswell") != std::string::npos);
   CHECK(pinned.find("dpk's AVX-512 kernel") != std::string::npos);
   CHECK(pinned.find("unset OPENBLAS_CORETYPE") != std::string::npos);
+  CHECK(pinned.find("dpk's kernel covers the networks") != std::string::npos);
+  // With dpk's kernel off (DPK_SMALL_GEMM=0) the BLAS runs every product: the plain hint.
+  std::string const pinned_blas = describe_blas_kernels("Haswell", "Haswell", true, false);
+  CHECK(pinned_blas.find("unset OPENBLAS_CORETYPE for faster GEMMs") != std::string::npos);
+  CHECK(pinned_blas.find("dpk's") == std::string::npos);
   // No hint when the CPU has no AVX-512, or when the pinned set uses it.
   CHECK(describe_blas_kernels("Haswell", "Haswell", false, false) ==
         "BLAS kernels: OpenBLAS Haswell (pinned by OPENBLAS_CORETYPE=Haswell)");
