@@ -129,13 +129,11 @@ TEST_CASE_TEMPLATE_DEFINE("threaded gemm (N,N), (N,T) and the split T,N reductio
   // accumulated.
   {
     int const fm = 40, fk = 300, fn = 250;
-    auto fa = test_matrix<Scalar, Mem>(fm, fk, 0.3);
-    auto fb = test_matrix<Scalar, Mem>(fk, fn, 0.9);
     auto fc = test_matrix<Scalar, Mem>(fm, fn, 1.7);
-    auto hfa = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), fa);
-    auto hfb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), fb);
-    auto hfc0 = Kokkos::create_mirror(Kokkos::HostSpace(), fc);
-    Kokkos::deep_copy(hfc0, fc);
+    auto const hfa = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), test_matrix<Scalar, Mem>(fm, fk, 0.3));
+    auto const hfb = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), test_matrix<Scalar, Mem>(fk, fn, 0.9));
+    auto const fa = Kokkos::create_mirror_view_and_copy(Mem(), hfa), fb = Kokkos::create_mirror_view_and_copy(Mem(), hfb);
+    auto const hfc0 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), test_matrix<Scalar, Mem>(fm, fn, 1.7));
     for (Scalar beta : {Scalar(1), Scalar(0)}) {  // C = C + A B, then C = A B
       dpk::blas::gemm(Space(), "N", "N", Scalar(1), fa, fb, beta, fc);
       auto hfc = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), fc);

@@ -82,10 +82,10 @@ void gemm_in_thread_batched(bool trans_a, bool trans_b, typename AView::const_va
 /// is compiled in: DPK_SMALL_GEMM=1 / 0 forces it on / off; by default it is on when the host
 /// BLAS would not use AVX-512 for these products (OpenBLAS running a kernel set without it, e.g.
 /// pinned by OPENBLAS_CORETYPE=Haswell; or no host BLAS, leaving KokkosBatched's serial GEMM)
-/// and off otherwise. Water training step, one Zen 5 core (docs/performance.md, "Tenth
-/// session"): against OpenBLAS' own AVX-512 small-matrix kernels it lost (float32 28.7-28.9 vs
-/// 26.2-26.5 ms, float64 56.2-56.5 vs 48.3-49.4), against its Haswell kernels it won (float32
-/// 33.5-34.3 vs 37.9-38.8 ms, float64 64.2-64.9 vs 74.5-74.8). Read once per process.
+/// and off otherwise. Water training step, one Zen 5 core (docs/performance.md, "Eleventh
+/// session"): against OpenBLAS' own AVX-512 kernels it lost by 3-6 % (float32 27.5-27.7 vs
+/// 25.8-26.5 ms, float64 50.5-50.8 vs 49.0-49.4), against its Haswell kernels it won (float32
+/// 28.0-28.6 vs 38.0-39.3 ms, float64 51.6 vs 74.7-76.8). Read once per process.
 inline bool small_gemm_enabled() {
   static bool const enabled = [] {
     if (char const* v = std::getenv("DPK_SMALL_GEMM")) return std::strcmp(v, "0") != 0;

@@ -7,9 +7,9 @@
 /// Why dpk has its own kernel here: the host BLAS picks its kernels at run time, and an
 /// environment may pin older ones (OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU, docs/tuning.md
 /// "BLAS kernels"); dpk's own kernels are compiled for the CPU the program was built for. On
-/// the chunk shapes of the water nets (128 x 25 x 50, 128 x 50 x 100, 128 x 100 x 50) this kernel
-/// ran at 172-183 GFLOP/s in float32 on one core, against 79-129 for OpenBLAS' Haswell kernels
-/// and 129-216 for its own AVX-512 choice (docs/performance.md, "Tenth session").
+/// the water nets' shapes (one Zen 5 core, operands in cache) this kernel ran at 143-222 GFLOP/s
+/// in float32 and 82-111 in double, against 83-116 and 42-58 for OpenBLAS' Haswell kernels and
+/// 153-222 and 79-115 for its own AVX-512 choice (docs/performance.md, "Eleventh session").
 ///
 /// Each block of R rows of C keeps R x NV vector accumulators in registers over a pass of up to
 /// 64 terms of the sum (NV vectors of 16 floats / 8 doubles per row, the last one masked), loads
