@@ -136,12 +136,24 @@ inline void small_gemm_rows(SmallGemmArgs<Scalar> const& g, int i0) {
   }
 }
 
-/// All rows of C in blocks of R (a register budget of about 24 accumulators), then one by one.
+/// Rows per register block for NV vectors per row: as many as leave registers for the NV
+/// vectors of a row of B and one broadcast (R x NV + NV + 1 <= 32 zmm registers).
+template <int NV>
+constexpr int small_gemm_block_rows() {
+  return NV >= 7 ? 3 : NV == 6 ? 4 : NV == 5 ? 5 : NV == 4 ? 6 : NV == 3 ? 8 : 12;
+}
+
+/// All rows of C in blocks of small_gemm_block_rows, the rows after the last block in blocks of
+/// 4 (where they fit in registers), 2 and 1.
 template <class Scalar, int NV>
 inline void small_gemm_nv(SmallGemmArgs<Scalar> const& g) {
-  constexpr int R = NV >= 6 ? 3 : (NV >= 4 ? 5 : 8);
+  constexpr int R = small_gemm_block_rows<NV>();
   int i = 0;
   for (; i + R <= g.m; i += R) small_gemm_rows<Scalar, NV, R>(g, i);
+  if constexpr (R > 4 && NV <= 6)
+    for (; i + 4 <= g.m; i += 4) small_gemm_rows<Scalar, NV, 4>(g, i);
+  if constexpr (R > 2)
+    for (; i + 2 <= g.m; i += 2) small_gemm_rows<Scalar, NV, 2>(g, i);
   for (; i < g.m; ++i) small_gemm_rows<Scalar, NV, 1>(g, i);
 }
 
