@@ -10,7 +10,8 @@ First an uninterrupted reference run. Then the same run is started, SIGKILLed, r
 (`--restart OUT/model.ckpt` when OUT/checkpoint exists, else from scratch), ... N times, and
 finally left to finish. Kill moments come from random.Random(seed), in three kinds:
   start  - a random delay after the process starts (setup, reading a checkpoint, lcurve repair)
-  train  - a random delay of 0-20 steps after the first progress line
+  train  - after 0-20 more progress lines (one per step) than the first one (counted, not timed:
+           a loaded machine cannot stretch it into more steps than that)
   write  - as soon as a temporary file (`*.tmp*`) appears in OUT (inside a checkpoint write)
 After every kill: the process died of SIGKILL (not an exit), the `checkpoint` pointer names a
 file that is a complete, intact checkpoint (magic, header, size, end marker, FNV-1a checksum;
@@ -50,6 +51,9 @@ class Run:
         self.lines = []
         self.first_step = threading.Event()
         self.first_step_time = None
+        self.step_lines = 0  # progress lines seen so far
+        self.ended = False  # the output was closed (the process ended)
+        self.progress = threading.Condition()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
@@ -57,9 +61,21 @@ class Run:
         for raw in self.proc.stdout:
             line = raw.decode("utf-8", "replace")
             self.lines.append(line)
-            if line.startswith("dpk-train: step ") and not self.first_step.is_set():
-                self.first_step_time = time.monotonic()
-                self.first_step.set()
+            if line.startswith("dpk-train: step "):
+                if not self.first_step.is_set():
+                    self.first_step_time = time.monotonic()
+                    self.first_step.set()
+                with self.progress:
+                    self.step_lines += 1
+                    self.progress.notify_all()
+        with self.progress:
+            self.ended = True
+            self.progress.notify_all()
+
+    def wait_for_steps(self, count, timeout=60):
+        """Until `count` progress lines were printed or the process ended (or `timeout` s)."""
+        with self.progress:
+            self.progress.wait_for(lambda: self.step_lines >= count or self.ended, timeout=timeout)
 
     def wait(self):
         rc = self.proc.wait()
@@ -149,13 +165,9 @@ def main():
                 while time.monotonic() < deadline and run.proc.poll() is None:
                     time.sleep(0.0005)
             elif kind == "train":
-                delay = rng.uniform(0.0, 20 * step_seconds)
-                run.first_step.wait(timeout=60)
-                deadline = time.monotonic() + delay
-                while time.monotonic() < deadline and run.proc.poll() is None:
-                    time.sleep(0.0005)
+                run.wait_for_steps(1 + rng.randint(0, 20))
             else:
-                run.first_step.wait(timeout=60)
+                run.wait_for_steps(1)
                 skip = rng.randrange(0, 3)  # the first, second or third temporary file seen
                 seen = set()
                 while run.proc.poll() is None:
