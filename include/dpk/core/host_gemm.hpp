@@ -123,9 +123,9 @@ SmallGemmArgs<typename CView::non_const_value_type> small_gemm_args(bool trans_a
 }
 #endif
 
-/// C = beta C + op(A) op(B) with dpk's AVX-512 kernel (core/small_gemm.hpp) when it is compiled
-/// in and enabled (small_gemm_enabled) and the product is one it takes: beta 0 or 1, unit-stride
-/// rows of B and C, float or double. False (nothing done) otherwise.
+/// C = beta C + alpha op(A) op(B) with dpk's AVX-512 kernel (core/small_gemm.hpp) when it is
+/// compiled in and enabled (small_gemm_enabled) and the product is one it takes: beta 0 or 1,
+/// unit-stride rows of B and C, float or double. False (nothing done) otherwise.
 template <class AView, class BView, class CView>
 bool small_gemm_views(bool trans_a, bool trans_b, typename AView::const_value_type alpha, AView const& a,
                       BView const& b, typename CView::const_value_type beta, CView const& c) {
