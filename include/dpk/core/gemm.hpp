@@ -74,6 +74,19 @@ inline std::pair<std::size_t, std::size_t> block_columns(std::size_t columns, in
   return {edge(k), edge(k + 1)};
 }
 
+/// C = beta C + alpha op(A) op(B) on `space` in one call: on host spaces dpk's AVX-512 kernel
+/// when it takes the product (after a fence), else Kokkos Kernels (host BLAS / cuBLAS).
+template <class ExecutionSpace, class AView, class BView, class CView>
+void gemm_whole(ExecutionSpace const& space, const char* trans_a, const char* trans_b,
+                typename AView::const_value_type alpha, AView const& a, BView const& b,
+                typename CView::const_value_type beta, CView const& c) {
+  if constexpr (host_schedule_v<ExecutionSpace>) {
+    space.fence();
+    if (small_gemm_views(transposed(trans_a), transposed(trans_b), alpha, a, b, beta, c)) return;
+  }
+  gemm_kk(space, trans_a, trans_b, alpha, a, b, beta, c);
+}
+
 }  // namespace detail
 
 /// C = beta C + alpha op(A) op(B) inside the calling host thread (one single-threaded call).
@@ -110,16 +123,12 @@ void gemm(ExecutionSpace const& space, const char* trans_a, const char* trans_b,
   int const blocks = (trans_a[0] == 'N' || trans_a[0] == 'n')
                          ? detail::host_blocks(space, split, double(m) * n * k, /*per_thread=*/by_columns ? 1 : 2)
                          : 1;
-  bool const ta = trans_a[0] != 'N' && trans_a[0] != 'n', tb = trans_b[0] != 'N' && trans_b[0] != 'n';
   if (blocks <= 1) {
-    if constexpr (host_schedule_v<ExecutionSpace>) {  // one thread: dpk's kernel if it takes it
-      space.fence();
-      if (detail::small_gemm_views(ta, tb, alpha, a, b, beta, c)) return;
-    }
-    detail::gemm_kk(space, trans_a, trans_b, alpha, a, b, beta, c);
+    detail::gemm_whole(space, trans_a, trans_b, alpha, a, b, beta, c);
     return;
   }
   if constexpr (host_schedule_v<ExecutionSpace>) {
+    bool const tb = detail::transposed(trans_b);
     detail::for_each_block(space, "dpk::blas::gemm_blocks", blocks, [&](int const block) {
       if (by_columns) {
         auto const cols = detail::block_columns(n, blocks, block);
@@ -169,16 +178,9 @@ void gemm_tn_sum(ExecutionSpace const& space, typename AView::const_value_type a
         });
     return;
   }
-  if (blocks <= 1) {  // one call per pair, dpk's kernel first on host spaces
-    auto pair = [&](AView const& a, BView const& b, Scalar beta_pair) {
-      if constexpr (host_schedule_v<ExecutionSpace>) {
-        space.fence();
-        if (detail::small_gemm_views(true, false, alpha, a, b, beta_pair, c)) return;
-      }
-      detail::gemm_kk(space, "T", "N", alpha, a, b, beta_pair, c);
-    };
-    if (rows0 > 0) pair(a0, b0, beta);
-    if (rows1 > 0) pair(a1, b1, rows0 > 0 ? Scalar(1) : beta);
+  if (blocks <= 1) {
+    if (rows0 > 0) detail::gemm_whole(space, "T", "N", alpha, a0, b0, beta, c);
+    if (rows1 > 0) detail::gemm_whole(space, "T", "N", alpha, a1, b1, rows0 > 0 ? Scalar(1) : beta, c);
     return;
   }
   if constexpr (host_schedule_v<ExecutionSpace>) {  // for_each_block fences before and after

@@ -59,6 +59,9 @@ inline void host_gemm_colmajor(char ta, char tb, int m, int n, int k, float alph
 }
 #endif
 
+/// Whether a BLAS transpose flag ("N", "T", "C", any case) asks for op(X) = X^T.
+inline bool transposed(char const* flag) { return flag[0] != 'N' && flag[0] != 'n'; }
+
 /// C = beta C + alpha op(A) op(B) with KokkosBatched's serial GEMM in the calling thread (any
 /// scalar type and strides; the fallback without a host BLAS, also tested with one).
 template <class AView, class BView, class CView>
@@ -148,7 +151,7 @@ bool small_gemm_views(bool trans_a, bool trans_b, typename AView::const_value_ty
 template <class AView, class BView, class CView>
 void gemm_in_thread(const char* trans_a, const char* trans_b, typename AView::const_value_type alpha, AView const& a,
                     BView const& b, typename CView::const_value_type beta, CView const& c) {
-  bool const ta = trans_a[0] != 'N' && trans_a[0] != 'n', tb = trans_b[0] != 'N' && trans_b[0] != 'n';
+  bool const ta = transposed(trans_a), tb = transposed(trans_b);
   if (small_gemm_views(ta, tb, alpha, a, b, beta, c)) return;
 #if defined(DPK_HAS_HOST_BLAS)
   using Scalar = typename CView::non_const_value_type;
