@@ -49,8 +49,7 @@ class Run:
         self.started = time.monotonic()
         self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=ENV)
         self.lines = []
-        self.first_step = threading.Event()
-        self.first_step_time = None
+        self.first_step_time = None  # when the first progress line came
         self.step_lines = 0  # progress lines seen so far
         self.ended = False  # the output was closed (the process ended)
         self.progress = threading.Condition()
@@ -62,9 +61,8 @@ class Run:
             line = raw.decode("utf-8", "replace")
             self.lines.append(line)
             if line.startswith("dpk-train: step "):
-                if not self.first_step.is_set():
+                if self.first_step_time is None:
                     self.first_step_time = time.monotonic()
-                    self.first_step.set()
                 with self.progress:
                     self.step_lines += 1
                     self.progress.notify_all()
