@@ -13,6 +13,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include <vector>
+
 
 namespace {
 
@@ -45,22 +47,36 @@ void gemm(benchmark::State& state) {
 
 /// One chunk's product inside the calling thread: `state.range(3)` = 0: C (m x n) = A (m x k) B
 /// (k x n), the forward/backward shape; 1: C (k x n) += A^T B with A (m x k), B (m x n), the
-/// chunk's weight gradient (a sum over its m rows).
+/// chunk's weight gradient (a sum over its m rows); 2: C (m x k) = A B^T with A (m x n), B (k x n),
+/// an input cotangent gz W^T read from W (k x n) as it is stored (the fitting nets' backward
+/// passes). `state.range(4)` sets of operands taken in turn: 1 keeps them in cache; 32 sets of
+/// the fitting shapes (over 70 MB) make every product start from memory, as the fitting nets'
+/// products do inside a training step, between passes over the embedding nets.
 template <class Scalar>
 void chunk_gemm(benchmark::State& state) {
   int const m = int(state.range(0)), k = int(state.range(1)), n = int(state.range(2));
-  bool const weight_gradient = state.range(3) != 0;
+  int const mode = int(state.range(3)), sets = int(state.range(4));
+  bool const weight_gradient = mode == 1, input_cotangent = mode == 2;
   dpk::set_blas_threads(1);
   // Kokkos' allocations start on a cache line (a std::vector's need not: row loads that straddle
   // two lines made the rates of these shapes jump between runs by up to 2x).
   using M = dpk::View2<Scalar, Kokkos::HostSpace>;
-  M av("dpk::bench::chunk_a", m, k), bv("dpk::bench::chunk_b", weight_gradient ? m : k, n),
-      cv("dpk::bench::chunk_c", weight_gradient ? k : m, n);
-  Kokkos::deep_copy(av, Scalar(0.5));
-  Kokkos::deep_copy(bv, Scalar(0.25));
+  std::vector<M> as, bs, cs;
+  for (int s = 0; s < sets; ++s) {
+    as.emplace_back("dpk::bench::chunk_a", m, input_cotangent ? n : k);
+    bs.emplace_back("dpk::bench::chunk_b", weight_gradient ? m : k, n);
+    cs.emplace_back("dpk::bench::chunk_c", weight_gradient ? k : m, input_cotangent ? k : n);
+    Kokkos::deep_copy(as.back(), Scalar(0.5));
+    Kokkos::deep_copy(bs.back(), Scalar(0.25));
+  }
+  int set = 0;
   for (auto _ : state) {
+    M av = as[set], bv = bs[set], cv = cs[set];
+    set = (set + 1) % sets;
     if (weight_gradient)
       dpk::blas::gemm(dpk::InThread{}, "T", "N", Scalar(1), av, bv, Scalar(1), cv);
+    else if (input_cotangent)
+      dpk::blas::gemm(dpk::InThread{}, "N", "T", Scalar(1), av, bv, Scalar(0), cv);
     else
       dpk::blas::gemm(dpk::InThread{}, "N", "N", Scalar(1), av, bv, Scalar(0), cv);
     benchmark::DoNotOptimize(cv.data());
@@ -71,17 +87,21 @@ void chunk_gemm(benchmark::State& state) {
 
 void chunk_shapes(benchmark::internal::Benchmark* b) {
   for (int weight_gradient : {0, 1}) {
-    b->Args({128, 25, 50, weight_gradient});
-    b->Args({128, 50, 100, weight_gradient});
+    b->Args({128, 25, 50, weight_gradient, 1});
+    b->Args({128, 50, 100, weight_gradient, 1});
   }
 }
 
-/// The fitting nets' products (water batch 1: 128 hydrogen rows; 1600 -> 240 -> 240), the same
-/// way through one thread: forward/tangent C = A B and weight gradients C += A^T B.
+/// The fitting nets' products (water batch 1: 128 hydrogen and 64 oxygen rows; 1600 -> 240 ->
+/// 240), the same way through one thread: forward/tangent C = A B, weight gradients C += A^T B
+/// and input cotangents C = A W^T, with operands in cache and from memory.
 void fitting_shapes(benchmark::internal::Benchmark* b) {
-  for (int weight_gradient : {0, 1}) {
-    b->Args({128, 1600, 240, weight_gradient});
-    b->Args({128, 240, 240, weight_gradient});
+  for (int mode : {0, 1, 2}) {
+    for (int sets : {1, 32}) {
+      b->Args({128, 1600, 240, mode, sets});
+      b->Args({64, 1600, 240, mode, sets});  // the oxygen rows
+      b->Args({128, 240, 240, mode, sets});
+    }
   }
 }
 

@@ -14,7 +14,10 @@
 /// Each block of R rows of C keeps R x NV vector accumulators in registers over a pass of up to
 /// 64 terms of the sum (NV vectors of 16 floats / 8 doubles per row, the last one masked), loads
 /// each row of B once per block and broadcasts one element of A per row and step. The sum runs
-/// over k in order.
+/// over k in order. While a pass computes, it prefetches what the next one reads (its block of B,
+/// its columns of A) and each row block the next block's rows of C: operands that come from
+/// memory (the fitting nets' weights inside a training step) then ran at 1.1-1.5x the rate
+/// without (bench_gemm's fitting_gemm with 32 operand sets, docs/performance.md).
 
 #include <cstddef>
 #include <cstdint>
@@ -143,13 +146,65 @@ constexpr int small_gemm_block_rows() {
   return NV >= 7 ? 3 : NV == 6 ? 4 : NV == 5 ? 5 : NV == 4 ? 6 : NV == 3 ? 8 : 12;
 }
 
+/// Rows of memory that the next pass will read (its block of B where it lies), brought toward the
+/// L2 cache a few lines per row block while this pass computes: the first row block of a pass
+/// would otherwise wait for every row of B in turn when B is not in cache (weights of the
+/// fitting nets between passes over the embedding nets).
+struct SmallGemmRegion {
+  char const* base = nullptr;
+  std::ptrdiff_t pitch = 0;  ///< bytes from one row to the next
+  int rows = 0, lines = 0;   ///< rows, and 64-byte lines per row
+  /// `count` elements of Scalar in each of `rows` rows from `first`, `stride` elements apart.
+  template <class Scalar>
+  static SmallGemmRegion of(Scalar const* first, std::ptrdiff_t stride, int rows, int count) {
+    return {reinterpret_cast<char const*>(first), stride * std::ptrdiff_t(sizeof(Scalar)), rows,
+            int((std::size_t(count) * sizeof(Scalar) + 63) / 64)};
+  }
+  /// Part `part` of `parts` of the lines.
+  void issue(int part, int parts) const {
+    int const total = rows * lines;
+    int const q0 = total * part / parts, end = total * (part + 1) / parts;
+    if (q0 >= end) return;
+    int row = q0 / lines, line = q0 - row * lines;
+    for (int q = q0; q < end; ++q) {
+      _mm_prefetch(base + row * pitch + line * 64, _MM_HINT_T1);
+      if (++line == lines) {
+        line = 0;
+        ++row;
+      }
+    }
+  }
+};
+
+/// What the next pass reads: its block of B and, for A stored by rows, its columns of A.
+struct SmallGemmPrefetch {
+  SmallGemmRegion b, a;
+  void issue(int part, int parts) const {
+    b.issue(part, parts);
+    a.issue(part, parts);
+  }
+};
+
 /// All rows of C in blocks of small_gemm_block_rows, the rows after the last block in blocks of
 /// 4 (where they fit in registers), 2 and 1.
 template <class Scalar, int NV>
-inline void small_gemm_nv(SmallGemmArgs<Scalar> const& g) {
+inline void small_gemm_nv(SmallGemmArgs<Scalar> const& g, SmallGemmPrefetch const& next) {
   constexpr int R = small_gemm_block_rows<NV>();
+  int const parts = g.m / R > 0 ? g.m / R : 1;
+  if (g.m < R) next.issue(0, 1);
   int i = 0;
-  for (; i + R <= g.m; i += R) small_gemm_rows<Scalar, NV, R>(g, i);
+  for (; i + R <= g.m; i += R) {
+    next.issue(i / R, parts);
+    if (i + 2 * R <= g.m) {  // the next block's rows of C, which it ends by loading (or storing)
+      DPK_SMALL_GEMM_UNROLL
+      for (int r = 0; r < R; ++r) {
+        char const* const c_row = reinterpret_cast<char const*>(g.c + (i + R + r) * g.ldc);
+        DPK_SMALL_GEMM_UNROLL
+        for (int v = 0; v < NV; ++v) _mm_prefetch(c_row + v * 64, _MM_HINT_T0);
+      }
+    }
+    small_gemm_rows<Scalar, NV, R>(g, i);
+  }
   if constexpr (R > 4 && NV <= 6)
     for (; i + 4 <= g.m; i += 4) small_gemm_rows<Scalar, NV, 4>(g, i);
   if constexpr (R > 2)
@@ -193,6 +248,15 @@ bool small_gemm(SmallGemmArgs<Scalar> const& g) {
   alignas(64) Scalar packed[kc * panel];  // one pass's block of op(B) when copied: 32 KiB
   for (int j0 = 0; j0 < g.n; j0 += panel) {
     for (int l0 = 0; l0 < g.k; l0 += kc) {
+      // The next pass: the next terms of this panel, else the first of the next panel.
+      int const nl0 = l0 + kc < g.k ? l0 + kc : 0, nj0 = l0 + kc < g.k ? j0 : j0 + panel;
+      SmallGemmPrefetch next;
+      if (nj0 < g.n) {
+        int const nn = g.n - nj0 < panel ? g.n - nj0 : panel, nk = g.k - nl0 < kc ? g.k - nl0 : kc;
+        next.b = g.trans_b ? SmallGemmRegion::of(g.b + nj0 * g.ldb + nl0, g.ldb, nn, nk)
+                           : SmallGemmRegion::of(g.b + nl0 * g.ldb + nj0, g.ldb, nk, nn);
+        if (g.a_col == 1) next.a = SmallGemmRegion::of(g.a + nl0, g.a_row, g.m, nk);
+      }
       SmallGemmArgs<Scalar> p = g;
       p.n = g.n - j0 < panel ? g.n - j0 : panel;
       p.k = g.k - l0 < kc ? g.k - l0 : kc;
@@ -220,14 +284,14 @@ bool small_gemm(SmallGemmArgs<Scalar> const& g) {
         p.ldb = pitch;
       }
       switch (vectors) {
-        case 1: small_gemm_nv<Scalar, 1>(p); break;
-        case 2: small_gemm_nv<Scalar, 2>(p); break;
-        case 3: small_gemm_nv<Scalar, 3>(p); break;
-        case 4: small_gemm_nv<Scalar, 4>(p); break;
-        case 5: small_gemm_nv<Scalar, 5>(p); break;
-        case 6: small_gemm_nv<Scalar, 6>(p); break;
-        case 7: small_gemm_nv<Scalar, 7>(p); break;
-        default: small_gemm_nv<Scalar, 8>(p); break;
+        case 1: small_gemm_nv<Scalar, 1>(p, next); break;
+        case 2: small_gemm_nv<Scalar, 2>(p, next); break;
+        case 3: small_gemm_nv<Scalar, 3>(p, next); break;
+        case 4: small_gemm_nv<Scalar, 4>(p, next); break;
+        case 5: small_gemm_nv<Scalar, 5>(p, next); break;
+        case 6: small_gemm_nv<Scalar, 6>(p, next); break;
+        case 7: small_gemm_nv<Scalar, 7>(p, next); break;
+        default: small_gemm_nv<Scalar, 8>(p, next); break;
       }
     }
   }
