@@ -73,6 +73,53 @@ struct Simd512<double> {
   static Mask mask(int count) { return Mask((1u << count) - 1u); }
 };
 
+/// dst[q * pitch + j] = src[j * ld + q] for j, q < lanes: one square tile of op(B) = B^T copied
+/// into packed rows through registers (a transposition in log2(lanes) shuffle stages).
+inline void transpose_tile(double const* src, std::ptrdiff_t ld, double* dst, std::ptrdiff_t pitch) {
+  __m512d r[8], t[8], u[8];
+  for (int j = 0; j < 8; ++j) r[j] = _mm512_loadu_pd(src + j * ld);
+  for (int p = 0; p < 4; ++p) {  // pairs of rows, interleaved by element
+    t[2 * p] = _mm512_unpacklo_pd(r[2 * p], r[2 * p + 1]);
+    t[2 * p + 1] = _mm512_unpackhi_pd(r[2 * p], r[2 * p + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {  // rows 4h .. 4h + 3, 128-bit lanes gathered by column
+    u[4 * h] = _mm512_shuffle_f64x2(t[4 * h], t[4 * h + 2], 0x88);
+    u[4 * h + 1] = _mm512_shuffle_f64x2(t[4 * h + 1], t[4 * h + 3], 0x88);
+    u[4 * h + 2] = _mm512_shuffle_f64x2(t[4 * h], t[4 * h + 2], 0xdd);
+    u[4 * h + 3] = _mm512_shuffle_f64x2(t[4 * h + 1], t[4 * h + 3], 0xdd);
+  }
+  for (int q = 0; q < 4; ++q) {  // columns q and q + 4
+    _mm512_storeu_pd(dst + q * pitch, _mm512_shuffle_f64x2(u[q], u[q + 4], 0x88));
+    _mm512_storeu_pd(dst + (q + 4) * pitch, _mm512_shuffle_f64x2(u[q], u[q + 4], 0xdd));
+  }
+}
+inline void transpose_tile(float const* src, std::ptrdiff_t ld, float* dst, std::ptrdiff_t pitch) {
+  __m512 r[16], t[16], v[16];
+  for (int j = 0; j < 16; ++j) r[j] = _mm512_loadu_ps(src + j * ld);
+  for (int p = 0; p < 8; ++p) {  // pairs of rows, interleaved by element
+    t[2 * p] = _mm512_unpacklo_ps(r[2 * p], r[2 * p + 1]);
+    t[2 * p + 1] = _mm512_unpackhi_ps(r[2 * p], r[2 * p + 1]);
+  }
+  // v[4 s + q]: 128-bit lane L holds column 4 L + q of rows 4 s .. 4 s + 3.
+  for (int g = 0; g < 4; ++g) {
+    __m512d const a0 = _mm512_castps_pd(t[4 * g]), a1 = _mm512_castps_pd(t[4 * g + 2]);
+    __m512d const b0 = _mm512_castps_pd(t[4 * g + 1]), b1 = _mm512_castps_pd(t[4 * g + 3]);
+    v[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a1));
+    v[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a1));
+    v[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b0, b1));
+    v[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b0, b1));
+  }
+  for (int q = 0; q < 4; ++q) {  // a 4 x 4 transposition of 128-bit lanes per q
+    __m512 const w0 = _mm512_shuffle_f32x4(v[q], v[4 + q], 0x44), w1 = _mm512_shuffle_f32x4(v[q], v[4 + q], 0xee);
+    __m512 const w2 = _mm512_shuffle_f32x4(v[8 + q], v[12 + q], 0x44),
+                 w3 = _mm512_shuffle_f32x4(v[8 + q], v[12 + q], 0xee);
+    _mm512_storeu_ps(dst + q * pitch, _mm512_shuffle_f32x4(w0, w2, 0x88));
+    _mm512_storeu_ps(dst + (4 + q) * pitch, _mm512_shuffle_f32x4(w0, w2, 0xdd));
+    _mm512_storeu_ps(dst + (8 + q) * pitch, _mm512_shuffle_f32x4(w1, w3, 0x88));
+    _mm512_storeu_ps(dst + (12 + q) * pitch, _mm512_shuffle_f32x4(w1, w3, 0xdd));
+  }
+}
+
 /// Operands of one small product C = [C +] alpha A op(B) (row-major C and B rows; A by element
 /// strides).
 template <class Scalar>
@@ -269,11 +316,14 @@ bool small_gemm(SmallGemmArgs<Scalar> const& g) {
         p.b = g.b + l0 * g.ldb + j0;
       } else {
         std::ptrdiff_t const pitch = std::ptrdiff_t(vectors) * lanes;
-        if (g.trans_b) {
-          for (int j = 0; j < p.n; ++j) {
-            Scalar const* const column = g.b + (j0 + j) * g.ldb + l0;  // op(B)(l0 .., j0 + j)
-            for (int l = 0; l < p.k; ++l) packed[l * pitch + j] = column[l];
-          }
+        if (g.trans_b) {  // square tiles through registers, the edges element by element
+          Scalar const* const first = g.b + j0 * g.ldb + l0;  // op(B)(l0 + l, j0 + j) = first[j * ldb + l]
+          int const n_full = p.n / lanes * lanes, k_full = p.k / lanes * lanes;
+          for (int j = 0; j < n_full; j += lanes)
+            for (int l = 0; l < k_full; l += lanes)
+              transpose_tile(first + j * g.ldb + l, g.ldb, packed + l * pitch + j, pitch);
+          for (int j = 0; j < p.n; ++j)
+            for (int l = j < n_full ? k_full : 0; l < p.k; ++l) packed[l * pitch + j] = first[j * g.ldb + l];
         } else {
           for (int l = 0; l < p.k; ++l) {
             Scalar const* const row = g.b + (l0 + l) * g.ldb + j0;
