@@ -15,9 +15,10 @@
 /// 64 terms of the sum (NV vectors of 16 floats / 8 doubles per row, the last one masked), loads
 /// each row of B once per block and broadcasts one element of A per row and step. The sum runs
 /// over k in order. While a pass computes, it prefetches what the next one reads (its block of B,
-/// its columns of A) and each row block the next block's rows of C: operands that come from
-/// memory (the fitting nets' weights inside a training step) then ran at 1.1-1.5x the rate
-/// without (bench_gemm's fitting_gemm with 32 operand sets, docs/performance.md).
+/// its columns of A) and each row block the next block's rows of C: with operands from memory
+/// (bench_gemm's fitting_gemm with 32 operand sets, as the fitting nets' products inside a
+/// training step) the weight gradients C += A^T B ran 1.2-1.5x faster, the other forms about as
+/// before (docs/performance.md, twelfth session).
 
 #include <cstddef>
 #include <cstdint>
@@ -54,6 +55,8 @@ struct Simd512<float> {
   static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
   static Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
   static Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+  static Vec unpack_lo(Vec a, Vec b) { return _mm512_unpacklo_ps(a, b); }
+  static Vec unpack_hi(Vec a, Vec b) { return _mm512_unpackhi_ps(a, b); }
   static Mask mask(int count) { return Mask((1u << count) - 1u); }
 };
 template <>
@@ -70,18 +73,29 @@ struct Simd512<double> {
   static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_pd(a, b, c); }
   static Vec add(Vec a, Vec b) { return _mm512_add_pd(a, b); }
   static Vec mul(Vec a, Vec b) { return _mm512_mul_pd(a, b); }
+  static Vec unpack_lo(Vec a, Vec b) { return _mm512_unpacklo_pd(a, b); }
+  static Vec unpack_hi(Vec a, Vec b) { return _mm512_unpackhi_pd(a, b); }
   static Mask mask(int count) { return Mask((1u << count) - 1u); }
 };
+
+/// The first stage of a tile transposition: rows 2p and 2p + 1 of the lanes x lanes tile at
+/// `src` (rows `ld` apart), interleaved element by element within each 128-bit lane, into t[2p]
+/// (low halves) and t[2p + 1] (high halves).
+template <class Scalar>
+inline void interleave_row_pairs(Scalar const* src, std::ptrdiff_t ld, typename Simd512<Scalar>::Vec* t) {
+  using S = Simd512<Scalar>;
+  for (int p = 0; p < S::lanes / 2; ++p) {
+    auto const a = S::load(src + 2 * p * ld), b = S::load(src + (2 * p + 1) * ld);
+    t[2 * p] = S::unpack_lo(a, b);
+    t[2 * p + 1] = S::unpack_hi(a, b);
+  }
+}
 
 /// dst[q * pitch + j] = src[j * ld + q] for j, q < lanes: one square tile of op(B) = B^T copied
 /// into packed rows through registers (a transposition in log2(lanes) shuffle stages).
 inline void transpose_tile(double const* src, std::ptrdiff_t ld, double* dst, std::ptrdiff_t pitch) {
-  __m512d r[8], t[8], u[8];
-  for (int j = 0; j < 8; ++j) r[j] = _mm512_loadu_pd(src + j * ld);
-  for (int p = 0; p < 4; ++p) {  // pairs of rows, interleaved by element
-    t[2 * p] = _mm512_unpacklo_pd(r[2 * p], r[2 * p + 1]);
-    t[2 * p + 1] = _mm512_unpackhi_pd(r[2 * p], r[2 * p + 1]);
-  }
+  __m512d t[8], u[8];
+  interleave_row_pairs(src, ld, t);
   for (int h = 0; h < 2; ++h) {  // rows 4h .. 4h + 3, 128-bit lanes gathered by column
     u[4 * h] = _mm512_shuffle_f64x2(t[4 * h], t[4 * h + 2], 0x88);
     u[4 * h + 1] = _mm512_shuffle_f64x2(t[4 * h + 1], t[4 * h + 3], 0x88);
@@ -94,12 +108,8 @@ inline void transpose_tile(double const* src, std::ptrdiff_t ld, double* dst, st
   }
 }
 inline void transpose_tile(float const* src, std::ptrdiff_t ld, float* dst, std::ptrdiff_t pitch) {
-  __m512 r[16], t[16], v[16];
-  for (int j = 0; j < 16; ++j) r[j] = _mm512_loadu_ps(src + j * ld);
-  for (int p = 0; p < 8; ++p) {  // pairs of rows, interleaved by element
-    t[2 * p] = _mm512_unpacklo_ps(r[2 * p], r[2 * p + 1]);
-    t[2 * p + 1] = _mm512_unpackhi_ps(r[2 * p], r[2 * p + 1]);
-  }
+  __m512 t[16], v[16];
+  interleave_row_pairs(src, ld, t);
   // v[4 s + q]: 128-bit lane L holds column 4 L + q of rows 4 s .. 4 s + 3.
   for (int g = 0; g < 4; ++g) {
     __m512d const a0 = _mm512_castps_pd(t[4 * g]), a1 = _mm512_castps_pd(t[4 * g + 2]);
