@@ -4,7 +4,8 @@
 // threads set per benchmark (second argument; OpenBLAS only, through dpk/core/threads.hpp).
 // `chunk_gemm` runs the single-threaded products of one embedding chunk (128 rows, the water
 // nets' 25 -> 50 and 50 -> 100 layers) as the chunked host passes do (dpk::InThread), with the
-// operands in cache: the rate these skinny shapes reach at best (docs/performance.md).
+// operands in cache: the rate these skinny shapes reach at best (docs/performance.md);
+// `fitting_gemm` the fitting nets' products the same way, with operands in cache and from memory.
 //
 //   OMP_NUM_THREADS=1 build/<dir>/benchmarks/bench_gemm
 #include <dpk/core/gemm.hpp>
