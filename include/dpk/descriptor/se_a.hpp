@@ -655,9 +655,20 @@ void embedding_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
   embedding_cotangent_constants(space, in, gtm, gg, false);
 }
 
+/// One filled slot's g_j = (1/nnei) A^T G_j + e0 gs_j into out[0..3]: four dot products over the
+/// features of A (4 x M1, rows M1 apart) with the row G_j, then the radial term.
+template <class Scalar>
+KOKKOS_INLINE_FUNCTION void environment_cotangent_row(Scalar const* a, int m1, Scalar const* g_row, Scalar inv_nnei,
+                                                      Scalar gs, Scalar* out) {
+  Scalar acc[4] = {0, 0, 0, 0};
+  add_dot4<true>(a, m1, g_row, 1, m1, acc);
+  for (int c = 0; c < 4; ++c) out[c] = acc[c] * inv_nnei;
+  out[0] += gs;
+}
+
 /// g_j = dE/dRn_j = (1/nnei) A^T G_j + e0 gs_j on filled slots, 0 on empty slots; (nloc, nnei, 4).
 /// Host threads take whole centres, the device schedule one (centre, slot) pair per thread;
-/// both take the four dot products of a row with add_dot4 (the same bits). As a GEMM with four
+/// both take each row through environment_cotangent_row (the same bits). As a GEMM with four
 /// result columns (G rows times A^T) this ran at 11 GFLOP/s in the float64 step (one Zen 5 core).
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
@@ -672,17 +683,12 @@ void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, Memory
   char const* const label = "dpk::descriptor::SeA::Environment_cotangent";
   if constexpr (host_schedule_v<ExecutionSpace>) {
     Kokkos::parallel_for(label, DynamicRangePolicy<ExecutionSpace>(space, 0, in.nloc), [=](int const i) {
-      MatrixView<Scalar, MemorySpace> const a_i(&a(i, 0, 0), 4, m1);
       for (int tj = 0; tj < ntypes; ++tj) {
         int const first = sel_offset(tj), slots = sel_offset(tj + 1) - first, n = count(i, tj);
         int const row = row_offset(i, tj);
         Scalar* const o = &out(i, first, 0);  // (slots, 4) rows of this block
-        for (int j = 0; j < n; ++j) {
-          Scalar acc[4] = {0, 0, 0, 0};
-          add_dot4<true>(a_i.data(), m1, &g(row + j, 0), 1, m1, acc);  // (A^T G_j)_c over the features
-          for (int c = 0; c < 4; ++c) o[4 * j + c] = acc[c] * inv_nnei;
-          o[4 * j] += gs(row + j, 0);
-        }
+        for (int j = 0; j < n; ++j)
+          environment_cotangent_row(&a(i, 0, 0), m1, &g(row + j, 0), inv_nnei, gs(row + j, 0), o + 4 * j);
         for (int k = 4 * n; k < 4 * slots; ++k) o[k] = Scalar(0);
       }
     });
@@ -699,10 +705,7 @@ void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, Memory
           return;
         }
         int const row = row_offset(i, tj) + j;
-        Scalar acc[4] = {0, 0, 0, 0};
-        add_dot4<true>(&a(i, 0, 0), m1, &g(row, 0), 1, m1, acc);  // (A^T G_j)_c over the features
-        for (int c = 0; c < 4; ++c) out(i, slot, c) = acc[c] * inv_nnei;
-        out(i, slot, 0) += gs(row, 0);
+        environment_cotangent_row(&a(i, 0, 0), m1, &g(row, 0), inv_nnei, gs(row, 0), &out(i, slot, 0));
       });
 }
 
