@@ -422,14 +422,18 @@ TEST_CASE("the loss gradient repeats bit for bit, also after a batch of another 
   CHECK(model.gradient_host() == first);
 }
 
-TEST_CASE("the embedding chunk size changes results only by rounding; a bad DPK_EMBEDDING_CHUNK_ROWS is an error") {
+TEST_CASE("the embedding chunk size and unit tangents change results only by rounding; bad settings are errors") {
   SmallProblem p(SmallSystem(3, 30, 2, 19), 3, false, true, 3, 5);
   auto& [model, frames, labels] = p;
   dpk::EnerLoss<double, Space> loss;
   dpk::LossPrefactors pref{0.5, 1.0, 0.3};
   std::vector<std::vector<double>> grads, forces;
-  for (int chunk : {0, 5, 128}) {
+  CHECK(model.embedding_unit_tangents());  // the default
+  for (auto const [chunk, unit] : {std::pair{0, true}, {5, false}, {5, true}, {128, false}, {128, true}}) {
+    CAPTURE(chunk);
+    CAPTURE(unit);
     model.set_embedding_chunk_rows(chunk);
+    model.set_embedding_unit_tangents(unit);
     CHECK(model.embedding_chunk_rows() == chunk);
     loss.loss_and_gradient(Space(), model, frames, labels, pref);
     grads.push_back(model.gradient_host());
@@ -472,6 +476,27 @@ TEST_CASE("the embedding chunk size changes results only by rounding; a bad DPK_
   auto make = [] { dpk::EnergyModel<double, Space> m(small_descriptor(2, true, false), small_fitting(false), 2); };
   CHECK_THROWS_WITH_AS(make(), doctest::Contains("DPK_EMBEDDING_CHUNK_ROWS"), std::runtime_error);
   ::unsetenv("DPK_EMBEDDING_CHUNK_ROWS");
+  ::setenv("DPK_EMBEDDING_UNIT_TANGENTS", "yes", 1);
+  CHECK_THROWS_WITH_AS(make(), doctest::Contains("DPK_EMBEDDING_UNIT_TANGENTS"), std::runtime_error);
+  ::setenv("DPK_EMBEDDING_UNIT_TANGENTS", "0", 1);
+  CHECK_FALSE(dpk::EnergyModel<double, Space>(small_descriptor(2, true, false), small_fitting(false), 2)
+                  .embedding_unit_tangents());
+  ::unsetenv("DPK_EMBEDDING_UNIT_TANGENTS");
+}
+
+TEST_CASE("an energies-only prediction between predictions with forces (unit tangents) changes nothing") {
+  // An energies-only forward pass makes no unit tangents: the passes after a later prediction
+  // with forces must not read stale ones.
+  SmallProblem p(SmallSystem(2, 24, 2, 5), 2, true, false, 2, 3);
+  auto& [model, frames, labels] = p;
+  model.set_embedding_chunk_rows(4);
+  dpk::Prediction<double, dpk::memory_space_t<Space>> a, b;
+  model.predict(Space(), frames, a, true);
+  auto const want = host(a.force);
+  model.predict(Space(), frames, b, false);
+  CHECK(host(b.energy) == host(a.energy));
+  model.predict(Space(), frames, b, true);
+  CHECK(host(b.force) == want);
 }
 
 TEST_CASE("float32 loss gradient equals the float64 one (itself checked against finite differences)") {

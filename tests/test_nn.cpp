@@ -196,7 +196,8 @@ TEST_CASE_TEMPLATE_APPLY(network_tangent_reverse, dpk_test::ExecutionSpaces);
 
 // The chunked host path of the *_blocks passes (each thread's rows in chunks through all
 // layers, per-thread gradient sums) against the per-net passes checked above, for chunk sizes
-// that split blocks unevenly; the chunked gradient must also repeat bit for bit.
+// that split blocks unevenly, with tangents through the layers and with unit input tangents
+// (made by the forward pass, scaled afterwards); the chunked gradient must also repeat bit for bit.
 TEST_CASE_TEMPLATE_DEFINE("network block passes in row chunks equal the per-net passes", Space, network_blocks) {
   using Mem = dpk::memory_space_t<Space>;
   using Scalar = double;
@@ -219,15 +220,18 @@ TEST_CASE_TEMPLATE_DEFINE("network block passes in row chunks equal the per-net 
     struct Result {
       std::vector<double> out, outt, gxt, gx, grad;
     };
-    auto run = [&](int chunk_rows, bool accumulate) {
+    auto run = [&](int chunk_rows, bool accumulate, bool unit) {
       dpk::nn::NetworkFamily<Scalar, Space> f(shapes, offsets, "dpk::test::net");
       f.set_host_chunk_rows(chunk_rows);
+      f.set_unit_input_tangents(unit);
       f.reserve(rows, true);
       std::vector<double> start(net.params.size());
       for (std::size_t k = 0; k < start.size(); ++k) start[k] = 0.01 * double(k % 17) - 0.05;  // stale values
       auto grad = to_device<Scalar, Mem>(start, "grad");
       dpk::View1<Scalar, Mem> gx("gx", x.size()), gxt("gxt", x.size());
-      f.forward_blocks(Space(), pd.data(), blocks, M(xd.data(), rows, n_in));
+      f.forward_blocks(Space(), pd.data(), blocks, M(xd.data(), rows, n_in), {}, true);
+      // Unit tangents only where the passes run in chunks on the host (the nets have one input).
+      CHECK(f.unit_tangents() == (unit && f.host_chunks()));
       f.tangent_blocks(Space(), pd.data(), blocks, M(xtd.data(), rows, n_in));
       f.backward_input_blocks(Space(), pd.data(), blocks, M(dd.data(), rows, n_out), M(gxt.data(), rows, n_in));
       f.reverse_blocks(Space(), pd.data(), grad.data(), blocks, M(xd.data(), rows, n_in), M(xtd.data(), rows, n_in),
@@ -254,22 +258,25 @@ TEST_CASE_TEMPLATE_DEFINE("network block passes in row chunks equal the per-net 
       return worst;
     };
     for (bool accumulate : {false, true}) {
-      Result const want = run(0, accumulate);
+      Result const want = run(0, accumulate, false);
       // Net 2 has no block: its gradient keeps its stale values on every path.
       for (auto const& l : offsets[2]) CHECK(want.grad[l.w] == doctest::Approx(0.01 * double(l.w % 17) - 0.05));
-      for (int chunk : {1, 7, 1000}) {
-        CAPTURE(resnet_dt);
-        CAPTURE(accumulate);
-        CAPTURE(chunk);
-        Result const got = run(chunk, accumulate);
-        CHECK(close(got.out, want.out) < 1e-14);
-        CHECK(close(got.outt, want.outt) < 1e-14);
-        CHECK(close(got.gxt, want.gxt) < 1e-14);
-        CHECK(close(got.gx, want.gx) < 1e-14);
-        CHECK(close(got.grad, want.grad) < 1e-13);
-        Result const again = run(chunk, accumulate);
-        CHECK(again.grad == got.grad);
-      }
+      for (bool unit : {false, true})
+        for (int chunk : {1, 7, 1000}) {
+          CAPTURE(resnet_dt);
+          CAPTURE(accumulate);
+          CAPTURE(unit);
+          CAPTURE(chunk);
+          Result const got = run(chunk, accumulate, unit);
+          CHECK(close(got.out, want.out) < 1e-14);
+          CHECK(close(got.outt, want.outt) < 1e-14);
+          CHECK(close(got.gxt, want.gxt) < 1e-14);
+          CHECK(close(got.gx, want.gx) < 1e-14);
+          CHECK(close(got.grad, want.grad) < 1e-13);
+          Result const again = run(chunk, accumulate, unit);
+          CHECK(again.grad == got.grad);
+          CHECK(again.gxt == got.gxt);
+        }
     }
   }
 }

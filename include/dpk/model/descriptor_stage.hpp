@@ -51,6 +51,7 @@ class DescriptorStage {
     offsets_ = layout.embedding_offsets;
     embedding_ = nn::NetworkFamily<Scalar, ExecutionSpace>(shapes_, offsets_, "dpk::model::embedding");
     embedding_.set_host_chunk_rows(default_embedding_chunk_rows());
+    embedding_.set_unit_input_tangents(default_unit_tangents());
     std::size_t const n_stats = std::size_t(ntypes) * nnei_ * 4;
     set_statistics(std::vector<double>(n_stats, 0.0), std::vector<double>(n_stats, 1.0));
   }
@@ -160,6 +161,11 @@ class DescriptorStage {
   /// Rows per chunk of the embedding nets on host spaces (nn::NetworkFamily::set_host_chunk_rows).
   void set_embedding_chunk_rows(int rows) { embedding_.set_host_chunk_rows(rows); }
   int embedding_chunk_rows() const { return embedding_.host_chunk_rows(); }
+  /// Unit input tangents on the chunked host path (nn::NetworkFamily::set_unit_input_tangents):
+  /// the forward pass of a prediction with forces also makes dG/ds, so that the first-order and
+  /// tangent passes need no pass through the layers. Default on, or DPK_EMBEDDING_UNIT_TANGENTS.
+  void set_embedding_unit_tangents(bool on) { embedding_.set_unit_input_tangents(on); }
+  bool embedding_unit_tangents() const { return embedding_.unit_input_tangents(); }
   /// True where the embedding passes run chunk by chunk on host threads (they then make the
   /// output-side seeds themselves: no whole-batch dE/dG or dL/dG buffer is needed).
   bool embedding_host_chunks() const { return embedding_.host_chunks(); }
@@ -187,9 +193,10 @@ class DescriptorStage {
   }
 
   /// Embedding rows -> G -> T (nloc, 4, M1) and D (fitting-row order); `s` receives the
-  /// embedding-net input column (unused when compressed).
+  /// embedding-net input column (unused when compressed). `tangents`: input_cotangent (forces)
+  /// follows (see set_embedding_unit_tangents).
   void forward(ExecutionSpace const& space, Scalar* params, Layout const& layout, Env const& env, Matrix s,
-               View3<Scalar, memory_space> const& t, Matrix d) {
+               View3<Scalar, memory_space> const& t, Matrix d, bool tangents = true) {
     if (compressed()) return tabulated_descriptor(space, layout.in, table_, t, d, table_schedule_);
     gather_embedding_column(space, layout.in, env, true, s);
     Matrix const g = embedding_.output(0, layout.embedding_rows());
@@ -200,7 +207,8 @@ class DescriptorStage {
         embedding_.forward_blocks(space, params, layout.embedding_parts, s,
                                   [&in, partial](int net, int r0, int r1, Matrix rows) {
                                     contract_rows(in, rows, r0, r1, partial(net));
-                                  });
+                                  },
+                                  tangents);
         finish_contraction(space, in, t_partials_, in.ntypes, g, t, d, false);
         return;
       }
@@ -288,6 +296,17 @@ class DescriptorStage {
   }
 
  private:
+  /// Default of set_embedding_unit_tangents: DPK_EMBEDDING_UNIT_TANGENTS (0 or 1) if set, else on.
+  static bool default_unit_tangents() {
+    char const* env = std::getenv("DPK_EMBEDDING_UNIT_TANGENTS");
+    if (env == nullptr || *env == '\0') return true;
+    std::string const value(env);
+    require(value == "0" || value == "1",
+            "DPK_EMBEDDING_UNIT_TANGENTS: expected 0 (tangents through the layers) or 1 (unit tangents), got '" + value +
+                "'");
+    return value == "1";
+  }
+
   /// Default rows per embedding chunk: DPK_EMBEDDING_CHUNK_ROWS if set, else 128 (measured on
   /// water: 64-512 within noise of each other, 32 slower, 0 about 15 % slower).
   static int default_embedding_chunk_rows() {

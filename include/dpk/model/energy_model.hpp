@@ -134,6 +134,11 @@ class EnergyModel {
   /// variable DPK_EMBEDDING_CHUNK_ROWS. Takes effect at the next prepare().
   void set_embedding_chunk_rows(int rows) { descriptor_stage_.set_embedding_chunk_rows(rows); }
   int embedding_chunk_rows() const { return descriptor_stage_.embedding_chunk_rows(); }
+  /// Unit input tangents in the chunked embedding passes (DescriptorStage::
+  /// set_embedding_unit_tangents; default on, or DPK_EMBEDDING_UNIT_TANGENTS). Takes effect at
+  /// the next prepare().
+  void set_embedding_unit_tangents(bool on) { descriptor_stage_.set_embedding_unit_tangents(on); }
+  bool embedding_unit_tangents() const { return descriptor_stage_.embedding_unit_tangents(); }
 
   /// Model compression (docs/compression.md): tables of the embedding nets built from the
   /// current parameters and statistics, for inputs down to the smallest neighbour distance
@@ -200,7 +205,7 @@ class EnergyModel {
   /// predict() on the batch given to the last prepare().
   void predict_prepared(ExecutionSpace const& space, Prediction<Scalar, memory_space>& out, bool forces,
                         bool atom_virial) {
-    forward(space, out);
+    forward(space, out, forces);
     if (forces) first_order(space, out, atom_virial);
   }
 
@@ -307,15 +312,15 @@ class EnergyModel {
     w.reserve(space, descriptor_stage_.nnei(), m1(), m2(), !compressed(), !descriptor_stage_.embedding_host_chunks());
   }
 
-  /// Descriptor D -> fitting nets -> atomic and frame energies.
-  void forward(ExecutionSpace const& space, Prediction<Scalar, memory_space>& out) {
+  /// Descriptor D -> fitting nets -> atomic and frame energies (`forces`: first_order follows).
+  void forward(ExecutionSpace const& space, Prediction<Scalar, memory_space>& out, bool forces) {
     ScopedRegion<ExecutionSpace> region("dpk::forward", space);
     auto& w = work_;
     int const nloc = w.layout.nloc();
     {
       ScopedRegion<ExecutionSpace> stage("dpk::embedding", space);
       descriptor_stage_.forward(space, params_.data(), w.layout, w.env.rows, embedding_matrix(w.s, 1), w.t,
-                                d_matrix(w.d, nloc));
+                                d_matrix(w.d, nloc), forces);
     }
     ensure_extent(out.energy, w.layout.nframes);
     ensure_extent(out.atom_energy, nloc);

@@ -78,6 +78,24 @@ class NetworkFamily {
   void set_host_chunk_rows(int rows) { chunk_rows_ = std::max(0, rows); }
   int host_chunk_rows() const { return chunk_rows_; }
 
+  /// Unit input tangents, for nets with one input column on the chunked host path (the
+  /// descriptor's embedding nets; see unit_tangents()). forward_blocks(..., tangents = true) then
+  /// also runs the tangent layers for the input tangent 1 while each chunk is in cache, keeping
+  /// z' per unit input and the output's derivative dout/dx0. Every later input tangent x0t is a
+  /// per-row multiple of that one, so tangent_blocks only scales it (out' = x0t dout/dx0),
+  /// backward_input_blocks takes one dot product per row (g_in = g . dout/dx0) instead of a pass
+  /// through the layers, and reverse_blocks folds x0t into the tangent seed and carries the
+  /// tangent cotangents down itself (one input-cotangent product more per layer) instead of
+  /// reading the first-order pass's. Equal to the layer-by-layer passes up to rounding; two fewer
+  /// passes over the per-layer buffers. Call reserve() after changing it.
+  void set_unit_input_tangents(bool on) {
+    unit_input_tangents_ = on;
+    unit_ready_ = false;
+  }
+  bool unit_input_tangents() const { return unit_input_tangents_; }
+  /// True while the passes use the unit input tangents of the last forward_blocks (host only).
+  bool unit_tangents() const { return unit_ready_; }
+
   /// Layer shapes (same for every net).
   std::vector<LayerShape> const& shapes() const { return shapes_; }
   /// Parameter offsets of net `net`.
@@ -134,7 +152,12 @@ class NetworkFamily {
         Kokkos::deep_copy(ones_, Scalar(1));
       }
       if (host_schedule_v<ExecutionSpace> && chunk_rows_ > 0) reserve_block_gradients();
+      if (unit_capable()) {
+        grow(unit_out_, rows * std::size_t(n_output()), "output_derivative");
+        for (auto* v : {&g_c_, &g_d_}) grow(*v, flat, "tangent_cotangent");
+      }
     }
+    unit_ready_ = false;
   }
 
   /// Output of layer `l` on rows [r0, r1).
@@ -147,19 +170,33 @@ class NetworkFamily {
   Matrix output_tangent(int r0, int r1) const { return out_tangent(num_layers() - 1, r0, r1); }
 
   /// forward() of every block; x0 holds the input of all rows (row r of the shared buffers at r).
-  /// `sink` (only where host_chunks()) receives each chunk's output.
+  /// `sink` (only where host_chunks()) receives each chunk's output. `tangents`: tangent or
+  /// input-cotangent passes on these rows will follow (with set_unit_input_tangents, the unit
+  /// tangents are made now; otherwise it changes nothing).
   void forward_blocks(ExecutionSpace const& space, Scalar* params, std::vector<RowBlock> const& blocks, Matrix x0,
-                      Sink const& sink = {}) {
+                      Sink const& sink = {}, bool tangents = false) {
     require(!sink || host_chunks(), "nn::NetworkFamily::forward_blocks: a sink needs the chunked host path");
     if (host_chunks()) {
       name_nets(blocks);
       transpose_weights(space, params);
     }
+    bool const unit = tangents && unit_capable();
+    if (unit) {
+      int end = 0;
+      for (auto const& b : blocks) end = std::max(end, b.end);
+      require(unit_out_.extent(0) >= std::size_t(end) * n_output(),
+              "nn::NetworkFamily::forward_blocks: call reserve(rows, true) after set_unit_input_tangents()");
+    }
+    unit_ready_ = false;
     run_blocks(space, blocks, "dpk::nn::NetworkFamily::forward_chunks",
                [&](auto const& on, int worker, int net, int r0, int r1) {
-                 forward_layers(on, params, net, rows_of(x0, r0, r1), r0, r1, chunk_worker(worker));
+                 int const inner = chunk_worker(worker);
+                 forward_layers(on, params, net, rows_of(x0, r0, r1), r0, r1, inner);
+                 if (unit)  // the tangents for input tangent 1, while the chunk's h is in cache
+                   tangent_layers(on, params, net, ones_rows(r1 - r0), r0, r1, unit_rows(r0, r1), inner);
                  if (sink) sink(net, r0, r1, output(r0, r1));
                });
+    unit_ready_ = unit;
   }
 
   /// tangent() of every block; x0t indexed like x0 in forward_blocks. With `sink` (only where
@@ -171,6 +208,16 @@ class NetworkFamily {
     run_blocks(space, blocks, "dpk::nn::NetworkFamily::tangent_chunks",
                [&](auto const& on, int worker, int net, int r0, int r1) {
                  int const inner = chunk_worker(worker);
+                 if (unit_ready_) {  // out' = x0t dout/dx0 (see set_unit_input_tangents; host only)
+                   if constexpr (host_schedule_v<ExecutionSpace>) {
+                     Matrix const dst = sink ? Matrix(last_tangent_.data() + scratch_start(worker), r1 - r0,
+                                                      n_output())
+                                             : output_tangent(r0, r1);
+                     scale_rows(rows_of(x0t, r0, r1), unit_rows(r0, r1), dst);
+                     if (sink) sink(net, r0, r1, dst);
+                   }
+                   return;
+                 }
                  if (!sink) return tangent_layers(on, params, net, rows_of(x0t, r0, r1), r0, r1, Matrix(), inner);
                  Matrix const last(last_tangent_.data() + scratch_start(worker), r1 - r0, n_output());
                  tangent_layers(on, params, net, rows_of(x0t, r0, r1), r0, r1, last, inner);
@@ -187,6 +234,10 @@ class NetworkFamily {
                [&](auto const& on, int worker, int net, int r0, int r1) {
                  std::size_t const s0 = scratch_start(worker);
                  Matrix g = seed ? seed_rows(seed, seed_g_, s0, r0, r1) : rows_of(g_out, r0, r1);
+                 if (unit_ready_) {  // g_in = g . dout/dx0 (host only)
+                   if constexpr (host_schedule_v<ExecutionSpace>) dot_rows(g, unit_rows(r0, r1), rows_of(g_in, r0, r1));
+                   return;
+                 }
                  backward_input_layers(on, params, net, r0, r1, g, rows_of(g_in, r0, r1), s0);
                });
   }
@@ -260,6 +311,7 @@ class NetworkFamily {
 
   /// Values of net `net` for input x0 (rows [r0, r1), width n_input()).
   void forward(ExecutionSpace const& space, Scalar* params, int net, Matrix x0, int r0, int r1) {
+    unit_ready_ = false;
     if (host_chunks()) {
       name_nets({RowBlock{net, r0, r1}});
       transpose_weights(space, params);
@@ -269,6 +321,7 @@ class NetworkFamily {
 
   /// Tangents of net `net` for the input tangent x0t (after forward on the same rows).
   void tangent(ExecutionSpace const& space, Scalar* params, int net, Matrix x0t, int r0, int r1) {
+    unit_ready_ = false;
     tangent_layers(space, params, net, x0t, r0, r1);
   }
 
@@ -376,11 +429,15 @@ class NetworkFamily {
     }
   }
 
-  /// The reverse pass with parameter-gradient tensors at `grad_offsets` of `grads`.
+  /// The reverse pass with parameter-gradient tensors at `grad_offsets` of `grads`. `unit`: the
+  /// tangents are unit-input ones (x0t = 1, gt_out already times the input tangent, see
+  /// set_unit_input_tangents) and the tangent cotangents are carried down here, not read from
+  /// the first-order pass.
   template <class Space>
   void reverse_layers(Space const& space, Scalar* params, Scalar* grads,
                       std::vector<std::vector<LayerOffsets>> const& grad_offsets, int net, Matrix x0, Matrix x0t, int r0,
-                      int r1, Matrix g_out, Matrix gt_out, Matrix g_in, bool accumulate, std::size_t s0, int inner = -1) {
+                      int r1, Matrix g_out, Matrix gt_out, Matrix g_in, bool accumulate, std::size_t s0, int inner = -1,
+                      bool unit = false) {
     int const rows = r1 - r0;
     auto scratch = [&](View1<Scalar, memory_space> const& v, int ncol) { return Matrix(v.data() + s0, rows, ncol); };
     auto inner_out = [&](int l) { return inner_rows(inner_, inner, l, r0, r1, out(l, r0, r1)); };
@@ -392,20 +449,26 @@ class NetworkFamily {
                                 l == 0 ? x0t : inner_outt(l - 1), rows_of(h_[l], n, r0, r1), rows_of(zt_[l], n, r0, r1),
                                 inner_out(l), inner_outt(l));
       }
-    Matrix g = g_out;
+    Matrix g = g_out, gt_carried = gt_out;
     for (int l = num_layers() - 1; l >= 0; --l) {
       LayerShape const& s = shapes_[l];
       int const n = s.n_out;
       Matrix x = l == 0 ? x0 : inner_out(l - 1);
       Matrix xt = l == 0 ? x0t : inner_outt(l - 1);
-      Matrix gt = l == num_layers() - 1 ? gt_out : rows_of(g1_[l], n, r0, r1);
+      Matrix gt = unit || l == num_layers() - 1 ? gt_carried : rows_of(g1_[l], n, r0, r1);
       Matrix gx = l == 0 ? g_in : scratch(l % 2 ? g_a_ : g_b_, s.n_in);
       ReverseScratch<Scalar, memory_space> work{scratch(gz_, n), scratch(gzt_, n), scratch(product_, n),
                                                 Matrix(ones_.data(), rows, 1),
                                                 partials_};
-      layer_reverse(space, s, backward_param(params, net, l), param(grads, grad_offsets, net, l), x, xt,
-                    rows_of(h_[l], n, r0, r1), rows_of(zt_[l], n, r0, r1), g, gt, work,
-                    gx, accumulate);
+      Params const p = backward_param(params, net, l);
+      layer_reverse(space, s, p, param(grads, grad_offsets, net, l), x, xt, rows_of(h_[l], n, r0, r1),
+                    rows_of(zt_[l], n, r0, r1), g, gt, work, gx, accumulate);
+      if (unit && l > 0) {  // the first-order recursion for the tangent seed: gt' = gzt w^T + skip(gt)
+        Matrix const gxt = scratch(l % 2 ? g_c_ : g_d_, s.n_in);
+        Scalar const beta = layer_skip_cotangent(space, s, gt, gxt);
+        detail::add_input_cotangent(space, p, s.tanh ? work.gzt : gt, beta, gxt);
+        gt_carried = gxt;
+      }
       g = gx;
     }
   }
@@ -435,15 +498,23 @@ class NetworkFamily {
     std::fill(touched_.begin(), touched_.end(), char(0));
     Scalar* slabs = block_grads_.data();
     std::size_t const slab = slab_size_;
+    bool const unit = unit_ready_;
     for_each_chunk(space, blocks, "dpk::nn::NetworkFamily::reverse_chunks",
                    [&](int worker, int block, int net, int r0, int r1) {
                      char& seen = touched_[std::size_t(block) * nets + net];
                      std::size_t const s0 = scratch_start(worker);
                      Matrix const g = seed ? seed_rows(seed, seed_g_, s0, r0, r1) : rows_of(g_out, r0, r1);
-                     Matrix const gt = seed_t ? seed_rows(seed_t, seed_gt_, s0, r0, r1) : rows_of(gt_out, r0, r1);
+                     Matrix gt = seed_t ? seed_rows(seed_t, seed_gt_, s0, r0, r1) : rows_of(gt_out, r0, r1);
+                     Matrix xt = rows_of(x0t, r0, r1);
+                     if (unit) {  // the input tangent moves into the tangent seed; the tangents are per unit input
+                       Matrix const scaled(seed_gt_.data() + s0, r1 - r0, n_output());
+                       scale_rows(xt, gt, scaled);
+                       gt = scaled;
+                       xt = ones_rows(r1 - r0);
+                     }
                      reverse_layers(InThread{}, params, slabs + block * slab, slab_offsets_, net, rows_of(x0, r0, r1),
-                                    rows_of(x0t, r0, r1), r0, r1, g, gt, rows_of(g_in, r0, r1), seen != 0, s0,
-                                    chunk_worker(worker));
+                                    xt, r0, r1, g, gt, rows_of(g_in, r0, r1), seen != 0, s0, chunk_worker(worker),
+                                    unit);
                      seen = 1;
                    });
     // grads = [grads +] the blocks' sums in block order, for every net named in blocks.
@@ -467,6 +538,47 @@ class NetworkFamily {
     Matrix const out(v.data() + s0, r1 - r0, n_output());
     seed(r0, r1, out);
     return out;
+  }
+
+  /// True where set_unit_input_tangents applies: asked for, one input column, chunked host path.
+  bool unit_capable() const { return unit_input_tangents_ && host_chunks() && n_input() == 1; }
+
+  /// `rows` rows of ones (the unit input tangent), n_input() == 1.
+  Matrix ones_rows(int rows) const { return Matrix(ones_.data(), rows, 1); }
+
+  /// Rows [r0, r1) of the output's derivative dout/dx0 kept by the last forward_blocks.
+  Matrix unit_rows(int r0, int r1) const { return rows_of(unit_out_, n_output(), r0, r1); }
+
+  /// out(r, c) = column(r, 0) m(r, c) in the calling host thread (out may be m).
+  static void scale_rows(Matrix column, Matrix m, Matrix out) {
+    int const rows = static_cast<int>(m.extent(0)), n = static_cast<int>(m.extent(1));
+    for (int r = 0; r < rows; ++r) {
+      Scalar const a = column(r, 0);
+      Scalar const* const in = &m(r, 0);
+      Scalar* const o = &out(r, 0);
+      DPK_SIMD_LOOP
+      for (int c = 0; c < n; ++c) o[c] = a * in[c];
+    }
+  }
+
+  /// out(r, 0) = sum_c a(r, c) b(r, c) in the calling host thread, in 16 interleaved partial
+  /// sums (a fixed order that vectorises without reassociation); nothing for an empty `out`.
+  static void dot_rows(Matrix a, Matrix b, Matrix out) {
+    if (out.extent(0) == 0) return;
+    constexpr int lanes = 16;
+    int const rows = static_cast<int>(a.extent(0)), n = static_cast<int>(a.extent(1));
+    for (int r = 0; r < rows; ++r) {
+      Scalar const* const x = &a(r, 0);
+      Scalar const* const y = &b(r, 0);
+      Scalar acc[lanes] = {};
+      int k = 0;
+      for (; k + lanes <= n; k += lanes)
+        for (int l = 0; l < lanes; ++l) acc[l] += x[k + l] * y[k + l];
+      for (int l = 0; k < n; ++k, ++l) acc[l] += x[k] * y[k];
+      Scalar sum = 0;
+      for (int l = 0; l < lanes; ++l) sum += acc[l];
+      out(r, 0) = sum;
+    }
   }
 
   /// Marks in named_ the nets that `blocks` name (and no other).
@@ -568,6 +680,10 @@ class NetworkFamily {
   View1<Scalar, memory_space> g_a_, g_b_, gz_, gzt_, product_, ones_, partials_;
   View1<Scalar, memory_space> seed_g_, seed_gt_;  ///< chunk seeds (value, tangent) per worker
   View1<Scalar, memory_space> last_tangent_;      ///< a chunk's output tangent for a sink, per worker
+  bool unit_input_tangents_ = false;              ///< see set_unit_input_tangents
+  bool unit_ready_ = false;                       ///< zt_ and unit_out_ hold unit tangents of the last forward_blocks
+  View1<Scalar, memory_space> unit_out_;          ///< dout/dx0 of every row (rows, n_output()), unit mode
+  View1<Scalar, memory_space> g_c_, g_d_;         ///< tangent cotangents of the unit-mode reverse pass, per worker
   View1<Scalar, memory_space> inner_, inner_t_;   ///< inner layers' outputs and tangents per worker (chunked path)
 };
 
