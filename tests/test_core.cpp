@@ -10,8 +10,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 TEST_CASE_TEMPLATE_DEFINE("compat gemm equals a plain triple loop", Case, compat_gemm) {
   using Space = typename Case::execution_space;
@@ -360,6 +367,59 @@ TEST_CASE("ensure_extent grows and never shrinks") {
   dpk::ensure_extent(v, 1, 1);
   CHECK(v.data() == before);
 }
+
+#if defined(__linux__)
+namespace {
+/// VmFlags of the mapping that holds `address` in /proc/self/smaps ("" when not found).
+std::string vm_flags_at(void const* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  auto const at = reinterpret_cast<std::uintptr_t>(address);
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    unsigned long long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &lo, &hi) == 2 && line.find('-') < line.find(' '))
+      inside = at >= lo && at < hi;
+    else if (inside && line.rfind("VmFlags:", 0) == 0)
+      return line;
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("large host workspaces are advised huge pages unless DPK_HUGE_PAGES=0; a bad value is an error") {
+  // Fresh anonymous mappings, so that no advice given earlier to reused memory shows.
+  auto fresh = [](std::size_t bytes) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(p != MAP_FAILED);
+    return static_cast<char*>(p);
+  };
+  auto advised = [](char const* at) { return vm_flags_at(at).find(" hg") != std::string::npos; };
+  std::size_t const big = std::size_t(24) << 20, small = std::size_t(3) << 20;
+  for (std::string const setting : {"", "1", "0"}) {
+    CAPTURE(setting);
+    ::setenv("DPK_HUGE_PAGES", setting.c_str(), 1);
+    char* const a = fresh(big);
+    char* const b = fresh(small);
+    dpk::detail::advise_huge_pages(a, big);
+    dpk::detail::advise_huge_pages(b, small);
+    REQUIRE(!vm_flags_at(a + big / 2).empty());
+    CHECK(advised(a + big / 2) == (setting != "0"));
+    CHECK_FALSE(advised(b + small / 2));  // below 4 MiB: left alone
+    ::munmap(a, big);
+    ::munmap(b, small);
+  }
+  ::unsetenv("DPK_HUGE_PAGES");
+  // Through the workspace helpers: a large host View is advised (the default).
+  dpk::View1<double, Kokkos::HostSpace> v;
+  dpk::ensure_extent(v, big / sizeof(double));
+  CHECK(advised(reinterpret_cast<char const*>(v.data() + v.extent(0) / 2)));
+  ::setenv("DPK_HUGE_PAGES", "yes", 1);
+  dpk::View1<double, Kokkos::HostSpace> w;
+  CHECK_THROWS_WITH_AS(dpk::ensure_extent(w, big / sizeof(double)), doctest::Contains("DPK_HUGE_PAGES"), dpk::Error);
+  ::unsetenv("DPK_HUGE_PAGES");
+}
+#endif
 
 TEST_CASE("Kokkos thread option is spelled for the Kokkos in use") {
   char a0[] = "prog", a1[] = "--kokkos-num-threads=3", a2[] = "--kokkos-threads=2", a3[] = "--other=1";

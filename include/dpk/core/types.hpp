@@ -2,10 +2,19 @@
 /// \file types.hpp
 /// \brief Short aliases for the View types dpk passes between stages.
 
+#include <dpk/core/error.hpp>
+
 #include <Kokkos_Core.hpp>
 
 #include <cstddef>
+#include <cstdint>
+#include <cstdlib>
 #include <string>
+#include <type_traits>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace dpk {
 
@@ -48,11 +57,41 @@ using MatrixView = Kokkos::View<T**, Kokkos::LayoutRight, MemorySpace, Kokkos::M
 // one copy; labels are kept.
 
 namespace detail {
-/// Replaces `view` by an uninitialised View of `extents` named `label` (the old one freed first).
+/// Whether large host buffers get MADV_HUGEPAGE: DPK_HUGE_PAGES unset or 1 (yes), 0 (no).
+inline bool huge_pages_wanted() {
+  char const* env = std::getenv("DPK_HUGE_PAGES");
+  if (env == nullptr || *env == '\0') return true;
+  std::string const value(env);
+  require(value == "0" || value == "1", "DPK_HUGE_PAGES: expected 0 or 1, got '" + value + "'");
+  return value == "1";
+}
+
+/// Asks Linux to back the whole 2 MiB pages inside [data, data + bytes) with transparent huge
+/// pages (madvise(MADV_HUGEPAGE)) before anything touches them, for buffers of 4 MiB or more.
+/// Where THP is in "madvise" mode (Debian's default) dpk's large workspaces would otherwise sit
+/// on 4 KiB pages, and the passes that stream them pay TLB misses (docs/tuning.md, "Huge
+/// pages"). Only a hint: failures and other systems change nothing.
+inline void advise_huge_pages(void* data, std::size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr std::uintptr_t huge = std::uintptr_t(2) << 20;
+  if (data == nullptr || bytes < 2 * huge || !huge_pages_wanted()) return;
+  std::uintptr_t const at = reinterpret_cast<std::uintptr_t>(data);
+  std::uintptr_t const begin = (at + huge - 1) & ~(huge - 1), end = (at + bytes) & ~(huge - 1);
+  if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+#else
+  (void)data;
+  (void)bytes;
+#endif
+}
+
+/// Replaces `view` by an uninitialised View of `extents` named `label` (the old one freed first);
+/// large host Views get huge pages (advise_huge_pages).
 template <class ViewType, class... Extents>
 void reallocate(ViewType& view, std::string const& label, Extents... extents) {
   view = ViewType();
   view = ViewType(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), extents...);
+  if constexpr (std::is_same_v<typename ViewType::memory_space, Kokkos::HostSpace>)
+    advise_huge_pages(view.data(), view.span() * sizeof(typename ViewType::value_type));
 }
 }  // namespace detail
 
