@@ -709,4 +709,42 @@ void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, Memory
       });
 }
 
+/// environment_cotangent on the host with dE/ds made here from unit input tangents (the
+/// embedding nets' dG/ds of every row in `dg_ds`, nn::NetworkFamily::set_unit_input_tangents):
+/// dE/dG_j = (1/nnei) sum_c Rn_jc A_c, so gs_j = dE/dG_j . dG/ds_j = (1/nnei) sum_c Rn_jc
+/// (A_c . dG/ds_j), four dot products per row beside those of A^T G_j. Neither dE/dG nor dE/ds
+/// goes through memory, and the first-order pass through the embedding nets is not needed.
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+void environment_cotangent_from_derivative(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
+                                           View3<Scalar, MemorySpace> const& a, MatrixView<Scalar, MemorySpace> g,
+                                           MatrixView<Scalar, MemorySpace> dg_ds,
+                                           View3<Scalar, MemorySpace> const& out) {
+  static_assert(host_schedule_v<ExecutionSpace>, "environment_cotangent_from_derivative: host schedule only");
+  auto count = in.count;
+  auto row_offset = in.rows.row_offset;
+  auto sel_offset = in.rows.sel_offset;
+  auto env = in.env;
+  int const ntypes = in.ntypes, m1 = in.m1;
+  Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
+  Kokkos::parallel_for(
+      "dpk::descriptor::SeA::Environment_cotangent", DynamicRangePolicy<ExecutionSpace>(space, 0, in.nloc),
+      [=](int const i) {
+        Scalar const* const a_i = &a(i, 0, 0);
+        for (int tj = 0; tj < ntypes; ++tj) {
+          int const first = sel_offset(tj), slots = sel_offset(tj + 1) - first, n = count(i, tj);
+          int const row = row_offset(i, tj);
+          Scalar* const o = &out(i, first, 0);  // (slots, 4) rows of this block
+          for (int j = 0; j < n; ++j) {
+            Scalar rn[4];
+            scaled_row(env, i, first + j, inv_nnei, rn);
+            Scalar au[4] = {0, 0, 0, 0};
+            add_dot4<true>(a_i, m1, &dg_ds(row + j, 0), 1, m1, au);  // A_c . dG/ds_j
+            Scalar const gs = rn[0] * au[0] + rn[1] * au[1] + rn[2] * au[2] + rn[3] * au[3];
+            environment_cotangent_row(a_i, m1, &g(row + j, 0), inv_nnei, gs, o + 4 * j);
+          }
+          for (int k = 4 * n; k < 4 * slots; ++k) o[k] = Scalar(0);
+        }
+      });
+}
+
 }  // namespace dpk

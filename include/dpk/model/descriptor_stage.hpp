@@ -217,14 +217,19 @@ class DescriptorStage {
     contract_descriptor(space, layout.in, g, t, d);
   }
 
-  /// From dE/dD (`de_dd`, fitting-row order) and T: A = dE/dT, dE/dG, dE/ds and g = dE/dRn.
+  /// From dE/dD (`de_dd`, fitting-row order) and T: A = dE/dT, dE/dG, dE/ds and g = dE/dRn (with
+  /// unit tangents, only A and g: dE/ds is made row by row from dG/ds).
   void input_cotangent(ExecutionSpace const& space, Scalar* params, Layout const& layout, Matrix de_dd,
                        View3<Scalar, memory_space> const& t, View3<Scalar, memory_space> const& a, Matrix de_dg,
                        Matrix de_ds, View3<Scalar, memory_space> const& de_drn) {
     descriptor_cotangent(space, layout.in, de_dd, t, a, false);
     if (compressed()) return tabulated_environment_cotangent(space, layout.in, table_, a, de_drn, table_schedule_);
-    Matrix const g = embedding_.output(0, layout.embedding_rows());
+    int const rows = layout.embedding_rows();
+    Matrix const g = embedding_.output(0, rows);
     if constexpr (host_schedule_v<ExecutionSpace>) {
+      if (embedding_.unit_tangents())  // dE/ds from dG/ds row by row (de_dg, de_ds are not written)
+        return environment_cotangent_from_derivative(space, layout.in, a, g, embedding_.output_derivative(0, rows),
+                                                     de_drn);
       if (embedding_.host_chunks()) {  // dE/dG made chunk by chunk (de_dg is not written)
         embedding_.backward_input_blocks(space, params, layout.embedding_parts, Matrix(), de_ds,
                                          first_order_seed(layout, a));

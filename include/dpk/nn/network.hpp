@@ -95,6 +95,8 @@ class NetworkFamily {
   bool unit_input_tangents() const { return unit_input_tangents_; }
   /// True while the passes use the unit input tangents of the last forward_blocks (host only).
   bool unit_tangents() const { return unit_ready_; }
+  /// dout/dx0 on rows [r0, r1) from the last forward_blocks (valid while unit_tangents()).
+  Matrix output_derivative(int r0, int r1) const { return unit_rows(r0, r1); }
 
   /// Layer shapes (same for every net).
   std::vector<LayerShape> const& shapes() const { return shapes_; }
