@@ -429,7 +429,14 @@ TEST_CASE("the embedding chunk size and unit tangents change results only by rou
   dpk::LossPrefactors pref{0.5, 1.0, 0.3};
   std::vector<std::vector<double>> grads, forces;
   CHECK(model.embedding_unit_tangents());  // the default
-  for (auto const [chunk, unit] : {std::pair{0, true}, {5, false}, {5, true}, {128, false}, {128, true}}) {
+  struct Setting {
+    int chunk;
+    bool unit;
+  };
+  for (Setting const setting : {Setting{0, true}, Setting{5, false}, Setting{5, true}, Setting{128, false},
+                                Setting{128, true}}) {
+    int const chunk = setting.chunk;
+    bool const unit = setting.unit;
     CAPTURE(chunk);
     CAPTURE(unit);
     model.set_embedding_chunk_rows(chunk);
