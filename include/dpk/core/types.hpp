@@ -91,7 +91,7 @@ void reallocate(ViewType& view, std::string const& label, Extents... extents) {
   view = ViewType();
   view = ViewType(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), extents...);
   if constexpr (std::is_same_v<typename ViewType::memory_space, Kokkos::HostSpace>)
-    advise_huge_pages(view.data(), view.span() * sizeof(typename ViewType::value_type));
+    advise_huge_pages(view.data(), view.size() * sizeof(typename ViewType::value_type));
 }
 }  // namespace detail
 
