@@ -11,6 +11,7 @@
 /// constant rows (centre type ti at begin_k + filled_k + ti).
 
 #include <dpk/core/compat.hpp>
+#include <dpk/core/error.hpp>
 #include <dpk/core/for_each.hpp>
 #include <dpk/core/gemm.hpp>
 #include <dpk/core/scan.hpp>
@@ -670,10 +671,16 @@ KOKKOS_INLINE_FUNCTION void environment_cotangent_row(Scalar const* a, int m1, S
 /// Host threads take whole centres, the device schedule one (centre, slot) pair per thread;
 /// both take each row through environment_cotangent_row (the same bits). As a GEMM with four
 /// result columns (G rows times A^T) this ran at 11 GFLOP/s in the float64 step (one Zen 5 core).
+/// With `dg_ds` (host schedule, unit input tangents: the embedding nets' dG/ds of every row,
+/// nn::NetworkFamily::set_unit_input_tangents) gs is made here instead of read: dE/dG_j =
+/// (1/nnei) sum_c Rn_jc A_c, so gs_j = dE/dG_j . dG/ds_j = (1/nnei) sum_c Rn_jc (A_c . dG/ds_j),
+/// four more dot products per row; neither dE/dG nor dE/ds goes through memory and no
+/// first-order pass through the embedding nets is needed.
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
                            View3<Scalar, MemorySpace> const& a, MatrixView<Scalar, MemorySpace> g,
-                           MatrixView<Scalar, MemorySpace> gs, View3<Scalar, MemorySpace> const& out) {
+                           MatrixView<Scalar, MemorySpace> gs, View3<Scalar, MemorySpace> const& out,
+                           MatrixView<Scalar, MemorySpace> dg_ds = {}) {
   static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
   auto count = in.count;
   auto row_offset = in.rows.row_offset;
@@ -682,18 +689,33 @@ void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, Memory
   Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
   char const* const label = "dpk::descriptor::SeA::Environment_cotangent";
   if constexpr (host_schedule_v<ExecutionSpace>) {
+    auto env = in.env;
+    bool const from_derivative = dg_ds.extent(0) > 0;
     Kokkos::parallel_for(label, DynamicRangePolicy<ExecutionSpace>(space, 0, in.nloc), [=](int const i) {
+      Scalar const* const a_i = &a(i, 0, 0);
       for (int tj = 0; tj < ntypes; ++tj) {
         int const first = sel_offset(tj), slots = sel_offset(tj + 1) - first, n = count(i, tj);
         int const row = row_offset(i, tj);
         Scalar* const o = &out(i, first, 0);  // (slots, 4) rows of this block
-        for (int j = 0; j < n; ++j)
-          environment_cotangent_row(&a(i, 0, 0), m1, &g(row + j, 0), inv_nnei, gs(row + j, 0), o + 4 * j);
+        for (int j = 0; j < n; ++j) {
+          Scalar gs_j;
+          if (from_derivative) {
+            Scalar rn[4];
+            scaled_row(env, i, first + j, inv_nnei, rn);
+            Scalar au[4] = {0, 0, 0, 0};
+            add_dot4<true>(a_i, m1, &dg_ds(row + j, 0), 1, m1, au);  // A_c . dG/ds_j
+            gs_j = rn[0] * au[0] + rn[1] * au[1] + rn[2] * au[2] + rn[3] * au[3];
+          } else {
+            gs_j = gs(row + j, 0);
+          }
+          environment_cotangent_row(a_i, m1, &g(row + j, 0), inv_nnei, gs_j, o + 4 * j);
+        }
         for (int k = 4 * n; k < 4 * slots; ++k) o[k] = Scalar(0);
       }
     });
     return;
   }
+  require(dg_ds.extent(0) == 0, "environment_cotangent: dE/ds from dG/ds is a host-schedule path");
   Kokkos::parallel_for(
       label, DynamicMDRangePolicy2<ExecutionSpace>(space, {0, 0}, {in.nloc, nnei}),
       KOKKOS_LAMBDA(int const i, int const slot) {
@@ -706,44 +728,6 @@ void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, Memory
         }
         int const row = row_offset(i, tj) + j;
         environment_cotangent_row(&a(i, 0, 0), m1, &g(row, 0), inv_nnei, gs(row, 0), &out(i, slot, 0));
-      });
-}
-
-/// environment_cotangent on the host with dE/ds made here from unit input tangents (the
-/// embedding nets' dG/ds of every row in `dg_ds`, nn::NetworkFamily::set_unit_input_tangents):
-/// dE/dG_j = (1/nnei) sum_c Rn_jc A_c, so gs_j = dE/dG_j . dG/ds_j = (1/nnei) sum_c Rn_jc
-/// (A_c . dG/ds_j), four dot products per row beside those of A^T G_j. Neither dE/dG nor dE/ds
-/// goes through memory, and the first-order pass through the embedding nets is not needed.
-template <class ExecutionSpace, class Scalar, class MemorySpace>
-void environment_cotangent_from_derivative(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
-                                           View3<Scalar, MemorySpace> const& a, MatrixView<Scalar, MemorySpace> g,
-                                           MatrixView<Scalar, MemorySpace> dg_ds,
-                                           View3<Scalar, MemorySpace> const& out) {
-  static_assert(host_schedule_v<ExecutionSpace>, "environment_cotangent_from_derivative: host schedule only");
-  auto count = in.count;
-  auto row_offset = in.rows.row_offset;
-  auto sel_offset = in.rows.sel_offset;
-  auto env = in.env;
-  int const ntypes = in.ntypes, m1 = in.m1;
-  Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
-  Kokkos::parallel_for(
-      "dpk::descriptor::SeA::Environment_cotangent", DynamicRangePolicy<ExecutionSpace>(space, 0, in.nloc),
-      [=](int const i) {
-        Scalar const* const a_i = &a(i, 0, 0);
-        for (int tj = 0; tj < ntypes; ++tj) {
-          int const first = sel_offset(tj), slots = sel_offset(tj + 1) - first, n = count(i, tj);
-          int const row = row_offset(i, tj);
-          Scalar* const o = &out(i, first, 0);  // (slots, 4) rows of this block
-          for (int j = 0; j < n; ++j) {
-            Scalar rn[4];
-            scaled_row(env, i, first + j, inv_nnei, rn);
-            Scalar au[4] = {0, 0, 0, 0};
-            add_dot4<true>(a_i, m1, &dg_ds(row + j, 0), 1, m1, au);  // A_c . dG/ds_j
-            Scalar const gs = rn[0] * au[0] + rn[1] * au[1] + rn[2] * au[2] + rn[3] * au[3];
-            environment_cotangent_row(a_i, m1, &g(row + j, 0), inv_nnei, gs, o + 4 * j);
-          }
-          for (int k = 4 * n; k < 4 * slots; ++k) o[k] = Scalar(0);
-        }
       });
 }
 
