@@ -91,12 +91,14 @@ struct SmallSystem {
   int natoms, nframes;
   std::vector<double> coord, box;
   std::vector<int> types;
-  // `ntypes` distinct types cycle over the atoms (types >= ntypes never appear).
-  SmallSystem(int ntypes, int natoms_, int nframes_, unsigned seed) : natoms(natoms_), nframes(nframes_) {
+  // `ntypes` distinct types cycle over the atoms (types >= ntypes never appear); boxes of edge
+  // about `length` (6.5: no atom sees two images of another within rcut 3.2).
+  SmallSystem(int ntypes, int natoms_, int nframes_, unsigned seed, double length = 6.5)
+      : natoms(natoms_), nframes(nframes_) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<double> u(0.0, 1.0);
     for (int f = 0; f < nframes; ++f) {
-      double const l = 6.5 + 0.3 * f;
+      double const l = length + 0.3 * f;
       std::vector<double> b = {l, 0, 0, 0.4, l - 0.2, 0, -0.3, 0.2, l + 0.1};
       box.insert(box.end(), b.begin(), b.end());
       for (int a = 0; a < natoms; ++a) {
@@ -429,18 +431,22 @@ TEST_CASE("the embedding chunk size and unit tangents change results only by rou
   dpk::LossPrefactors pref{0.5, 1.0, 0.3};
   std::vector<std::vector<double>> grads, forces;
   CHECK(model.embedding_unit_tangents());  // the default
+  CHECK(model.embedding_pair_rows());     // the default
   struct Setting {
     int chunk;
-    bool unit;
+    bool unit, pair;
   };
-  for (Setting const setting : {Setting{0, true}, Setting{5, false}, Setting{5, true}, Setting{128, false},
-                                Setting{128, true}}) {
+  for (Setting const setting : {Setting{0, true, true}, Setting{5, false, true}, Setting{5, true, false},
+                                Setting{5, true, true}, Setting{128, false, false}, Setting{128, true, false},
+                                Setting{128, true, true}}) {
     int const chunk = setting.chunk;
-    bool const unit = setting.unit;
+    bool const unit = setting.unit, pair = setting.pair;
     CAPTURE(chunk);
     CAPTURE(unit);
+    CAPTURE(pair);
     model.set_embedding_chunk_rows(chunk);
     model.set_embedding_unit_tangents(unit);
+    model.set_embedding_pair_rows(pair);
     CHECK(model.embedding_chunk_rows() == chunk);
     loss.loss_and_gradient(Space(), model, frames, labels, pref);
     grads.push_back(model.gradient_host());
@@ -469,6 +475,7 @@ TEST_CASE("the embedding chunk size and unit tangents change results only by rou
       }
       CHECK(next == parts.size());
       if (chunk == 5 && Space().concurrency() > 1) CHECK(parts.size() > layout.embedding_blocks.size());
+      CHECK(layout.in.rows.paired == (pair && unit && chunk > 0));
     }
   }
   for (std::size_t c = 1; c < grads.size(); ++c) {
@@ -489,6 +496,91 @@ TEST_CASE("the embedding chunk size and unit tangents change results only by rou
   CHECK_FALSE(dpk::EnergyModel<double, Space>(small_descriptor(2, true, false), small_fitting(false), 2)
                   .embedding_unit_tangents());
   ::unsetenv("DPK_EMBEDDING_UNIT_TANGENTS");
+  ::setenv("DPK_EMBEDDING_PAIR_ROWS", "2", 1);
+  CHECK_THROWS_WITH_AS(make(), doctest::Contains("DPK_EMBEDDING_PAIR_ROWS"), std::runtime_error);
+  ::setenv("DPK_EMBEDDING_PAIR_ROWS", "0", 1);
+  CHECK_FALSE(dpk::EnergyModel<double, Space>(small_descriptor(2, true, false), small_fitting(false), 2)
+                  .embedding_pair_rows());
+  ::unsetenv("DPK_EMBEDDING_PAIR_ROWS");
+}
+
+TEST_CASE("same-type neighbour pairs share one embedding row; results equal a row per slot to rounding") {
+  // Boxes of edge 6.5 (one image per pair), 4.5 (two images of some pairs within rcut 3.2) and
+  // 2.9 (atoms see their own images; crowded, so sel drops neighbours and some slots have no
+  // partner), with type_one_side on and off.
+  struct Case {
+    double length;
+    int natoms;
+    bool tos;
+  };
+  for (Case const c : {Case{6.5, 30, false}, Case{4.5, 12, true}, Case{2.9, 5, false}}) {
+    CAPTURE(c.length);
+    SmallProblem p(SmallSystem(2, c.natoms, 2, 23, c.length), 2, c.tos, true, 4, 8);
+    auto& [model, frames, labels] = p;
+    dpk::EnerLoss<double, Space> loss;
+    dpk::LossPrefactors pref{0.5, 1.0, 0.3};
+    std::vector<std::vector<double>> grads, values;
+    std::vector<int> rows;
+    for (bool const pair : {false, true}) {
+      model.set_embedding_pair_rows(pair);
+      loss.loss_and_gradient(Space(), model, frames, labels, pref);
+      grads.push_back(model.gradient_host());
+      std::vector<double> v = host(loss.prediction().force);
+      for (double x : host(loss.prediction().energy)) v.push_back(x);
+      for (double x : host(loss.prediction().virial)) v.push_back(x);
+      values.push_back(v);
+      auto const& layout = model.batch_layout();
+      rows.push_back(layout.embedding_rows());
+      if constexpr (!dpk::host_schedule_v<Space>) continue;
+      CHECK(layout.in.rows.paired == pair);
+      if (!pair) continue;
+      // Brute force over the neighbour list: a slot reads another's row exactly when that slot
+      // is the same pair seen from the other atom (same types, opposite displacement), and when
+      // nothing was dropped every same-type slot is paired (the list is symmetric).
+      auto const& nl = model.neighbor_list();
+      auto const index = host(nl.index);
+      auto const rij = host(nl.rij);
+      auto const count = host(nl.count);
+      auto const types = host(frames.types);
+      auto const& rs = layout.in.rows;
+      int const nloc = nl.nloc, nnei = nl.nnei;
+      int same_type = 0, readers = 0;
+      for (int i = 0; i < nloc; ++i)
+        for (int t = 0; t < 2; ++t)
+          for (int a = nl.sel_offset[t]; a < nl.sel_offset[t] + count[i * 2 + t]; ++a) {
+            if (t == types[i]) ++same_type;
+            if (rs.slot_pair(i, a) < -1) ++readers;
+          }
+      int shared = 0;
+      for (int r = 0; r < rows[1]; ++r) {
+        int const p = rs.row_partner(r);
+        if (p < 0) continue;
+        ++shared;
+        int const i = p / nnei, a = p % nnei, j = rs.row_atom(r), b = rs.row_slot(r);
+        CHECK(rs.slot_pair(i, a) == -2 - (j * nnei + b));  // the reader points at the row's owner
+        CHECK(rs.slot_pair(j, b) == p);
+        CHECK(types[i] == types[j]);
+        CHECK(index[i * nnei + a] == j);
+        CHECK(index[j * nnei + b] == i);
+        for (int d = 0; d < 3; ++d)
+          CHECK(std::abs(rij[(i * nnei + a) * 3 + d] + rij[(j * nnei + b) * 3 + d]) < 1e-12);
+        CHECK(rs.row_shared(r) >= rs.shared_begin(i));  // its copy lies in the reader's range
+        CHECK(rs.row_shared(r) < rs.shared_begin(i + 1));
+      }
+      CHECK(shared == readers);
+      CHECK(rs.shared_rows == readers);
+      CHECK(readers > 0);
+      CHECK(rows[0] - rows[1] == readers);
+      if (nl.dropped == 0) CHECK(2 * readers == same_type);
+      MESSAGE("box ", c.length, ": ", rows[0], " rows -> ", rows[1], " (", same_type, " same-type slots, dropped ",
+              nl.dropped, ")");
+    }
+    if constexpr (dpk::host_schedule_v<Space>) CHECK(rows[1] < rows[0]);
+    for (std::size_t k = 0; k < grads[0].size(); ++k)
+      CHECK(std::abs(grads[1][k] - grads[0][k]) <= 1e-11 * std::max(1e-3, std::abs(grads[0][k])));
+    for (std::size_t k = 0; k < values[0].size(); ++k)
+      CHECK(std::abs(values[1][k] - values[0][k]) <= 1e-11 * std::max(1e-3, std::abs(values[0][k])));
+  }
 }
 
 TEST_CASE("an energies-only prediction between predictions with forces (unit tangents) changes nothing") {

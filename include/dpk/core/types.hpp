@@ -3,6 +3,7 @@
 /// \brief Short aliases for the View types dpk passes between stages.
 
 #include <dpk/core/error.hpp>
+#include <dpk/core/env_switch.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -58,13 +59,7 @@ using MatrixView = Kokkos::View<T**, Kokkos::LayoutRight, MemorySpace, Kokkos::M
 
 namespace detail {
 /// Whether large host buffers get MADV_HUGEPAGE: DPK_HUGE_PAGES unset or 1 (yes), 0 (no).
-inline bool huge_pages_wanted() {
-  char const* env = std::getenv("DPK_HUGE_PAGES");
-  if (env == nullptr || *env == '\0') return true;
-  std::string const value(env);
-  require(value == "0" || value == "1", "DPK_HUGE_PAGES: expected 0 or 1, got '" + value + "'");
-  return value == "1";
-}
+inline bool huge_pages_wanted() { return env_switch("DPK_HUGE_PAGES", true); }
 
 /// Asks Linux to back the whole 2 MiB pages inside [data, data + bytes) with transparent huge
 /// pages (madvise(MADV_HUGEPAGE)) before anything touches them, for buffers of 4 MiB or more.

@@ -9,6 +9,12 @@
 /// contribution is weighted by the number of empty slots (SPEC: do not pay slot by slot).
 /// Rows of net k are contiguous: [begin_k, begin_k + filled_k) filled rows, then ntypes
 /// constant rows (centre type ti at begin_k + filled_k + ti).
+///
+/// Paired rows (host schedule, find_row_pairs): atoms i, j of one type within rcut of each
+/// other give two slots, j around i and i around j, with the same input s through the same net
+/// (same distance, same centre-type statistics), so they can share one row: the slot of the
+/// smaller (centre, slot) owns the row, the other reads it. G and dG/ds are then made once;
+/// the per-slot terms (T, seeds, dE/ds) still come from each slot's own environment row.
 
 #include <dpk/core/compat.hpp>
 #include <dpk/core/error.hpp>
@@ -44,6 +50,23 @@ struct EmbeddingRows {
   /// filled row and its slot; constant row c (c = net * ntypes + centre type) holds -1 - c.
   View1<int, MemorySpace> row_atom{"dpk::descriptor::EmbeddingRows::row_atom", 0};
   View1<int, MemorySpace> row_slot{"dpk::descriptor::EmbeddingRows::row_slot", 0};
+  /// Paired rows only (`paired`, see find_row_pairs): per slot (nloc, nnei) its pair state (an
+  /// owner's partner centre * nnei + slot, -1 unpaired, -2 - owner for a slot reading its
+  /// owner's row); per row (total_rows) the partner slot reading it, or -1; per (centre, type
+  /// block) the slots that own a row.
+  View2<int, MemorySpace> slot_pair{"dpk::descriptor::EmbeddingRows::slot_pair", 0, 0};
+  View1<int, MemorySpace> row_partner{"dpk::descriptor::EmbeddingRows::row_partner", 0};
+  View2<int, MemorySpace> owned{"dpk::descriptor::EmbeddingRows::owned", 0, 0};
+  View2<int, MemorySpace> pair_match{"dpk::descriptor::EmbeddingRows::pair_match", 0, 0};  ///< find_row_pairs' scratch
+  /// Paired rows: the shared rows' copies (copy_shared_rows) in the order the per-centre passes
+  /// read them, centre by centre and slot by slot: centre i's reading slots take positions
+  /// [shared_begin(i), shared_begin(i + 1)); row_shared(r) is the position of row r's reader
+  /// (or -1), owner_shared(i, slot) that of an owner slot's reader.
+  View1<int, MemorySpace> shared_begin{"dpk::descriptor::EmbeddingRows::shared_begin", 0};
+  View1<int, MemorySpace> row_shared{"dpk::descriptor::EmbeddingRows::row_shared", 0};
+  View2<int, MemorySpace> owner_shared{"dpk::descriptor::EmbeddingRows::owner_shared", 0, 0};
+  int shared_rows = 0;  ///< host: slots that read an owner's row (paired)
+  bool paired = false;             ///< rows of same-type pairs are shared (host schedule)
   std::vector<int> begin, filled;  ///< host: first row and filled rows of each net
   int total_rows = 0;              ///< host: rows of all nets, constant rows included
 
@@ -55,7 +78,103 @@ struct EmbeddingRows {
   KOKKOS_INLINE_FUNCTION static int neighbour_type_of(bool tos, int ntypes, int net) {
     return tos ? net : net / ntypes;
   }
+  /// True for a slot pair state that reads its owner's row (slot_pair).
+  KOKKOS_INLINE_FUNCTION static bool reads_owner(int state) { return state <= -2; }
 };
+
+/// Pairs the filled slots of same-type neighbours for shared embedding rows (host schedule):
+/// slot (i, a) with neighbour j pairs with the slot (j, b) whose neighbour is i at the opposite
+/// displacement (rij(j, b) = -rij(i, a) to rounding: another periodic image of the pair is a
+/// box vector away), when each finds the other; j's slot can be missing (dropped beyond sel,
+/// an MD ghost with no list), and then (i, a) keeps a row of its own. Fills rows.slot_pair and
+/// rows.owned and sets rows.paired; build_embedding_rows then lays out the rows.
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+void find_row_pairs(ExecutionSpace const& space, View2<int, MemorySpace> const& index,
+                    View3<Scalar, MemorySpace> const& rij, View2<int, MemorySpace> const& count,
+                    View1<int, MemorySpace> const& types, std::vector<int> const& sel_offset, int nloc,
+                    EmbeddingRows<MemorySpace>& rows) {
+  static_assert(host_schedule_v<ExecutionSpace>, "find_row_pairs: host schedule only");
+  int const ntypes = static_cast<int>(sel_offset.size()) - 1, nnei = sel_offset.back();
+  ensure_extent(rows.pair_match, nloc, nnei);
+  ensure_extent(rows.slot_pair, nloc, nnei);
+  ensure_extent(rows.owned, nloc, ntypes);
+  auto match = rows.pair_match;
+  auto pair = rows.slot_pair;
+  auto owned = rows.owned;
+  std::vector<int> const sel(sel_offset);
+  // Pass 1: each same-type slot's match (partner centre * nnei + slot, or -1). The centre with
+  // the smaller index searches (for its own images, the smaller slot) and writes both slots: slot
+  // (j, b) is only ever written by the thread of its neighbour i = index(j, b).
+  Kokkos::parallel_for(
+      "dpk::descriptor::EmbeddingRows::clear_matches", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc),
+      [=](int const i) {
+        for (int a = 0; a < nnei; ++a) match(i, a) = -1;
+      });
+  space.fence();
+  Kokkos::parallel_for(
+      "dpk::descriptor::EmbeddingRows::match_pairs", DynamicRangePolicy<ExecutionSpace>(space, 0, nloc),
+      [=, &sel](int const i) {
+        int const t = types(i);
+        if (t < 0 || t >= ntypes) return;
+        for (int a = sel[t]; a < sel[t] + count(i, t); ++a) {
+          int const j = index(i, a);
+          if (j < i || j >= nloc) continue;
+          Scalar const x = rij(i, a, 0), y = rij(i, a, 1), z = rij(i, a, 2);
+          Scalar const tolerance = Scalar(1e-6) * (x * x + y * y + z * z);
+          for (int b = j == i ? a + 1 : sel[t]; b < sel[t] + count(j, t); ++b) {
+            if (index(j, b) != i) continue;
+            Scalar const dx = rij(j, b, 0) + x, dy = rij(j, b, 1) + y, dz = rij(j, b, 2) + z;
+            if (dx * dx + dy * dy + dz * dz > tolerance) continue;
+            match(i, a) = j * nnei + b;
+            match(j, b) = i * nnei + a;
+            break;
+          }
+        }
+      });
+  space.fence();
+  // Pass 2: mutual matches become pairs (the smaller slot owns the row), the rest stay single.
+  Kokkos::parallel_for(
+      "dpk::descriptor::EmbeddingRows::pair_slots", DynamicRangePolicy<ExecutionSpace>(space, 0, nloc),
+      [=, &sel](int const i) {
+        for (int a = 0; a < nnei; ++a) {
+          int const me = i * nnei + a, m = match(i, a);
+          bool const mutual = m >= 0 && match(m / nnei, m % nnei) == me;
+          pair(i, a) = !mutual ? -1 : me < m ? m : -2 - m;
+        }
+        for (int t = 0; t < ntypes; ++t) {
+          int n = 0;
+          for (int a = sel[t]; a < sel[t] + count(i, t); ++a) n += EmbeddingRows<MemorySpace>::reads_owner(pair(i, a)) ? 0 : 1;
+          owned(i, t) = n;
+        }
+      });
+  space.fence();
+  // Positions of the reading slots in the shared-row copies: centre by centre (a host scan),
+  // then slot by slot; each owner slot learns its reader's (one writer per owner slot).
+  ensure_extent(rows.shared_begin, nloc + 1);
+  ensure_extent(rows.owner_shared, nloc, nnei);
+  auto shared_begin = rows.shared_begin;
+  auto owner_shared = rows.owner_shared;
+  int total = 0;
+  for (int i = 0; i < nloc; ++i) {
+    shared_begin(i) = total;
+    for (int t = 0; t < ntypes; ++t) total += count(i, t) - owned(i, t);
+  }
+  shared_begin(nloc) = total;
+  rows.shared_rows = total;
+  Kokkos::parallel_for(
+      "dpk::descriptor::EmbeddingRows::shared_positions", DynamicRangePolicy<ExecutionSpace>(space, 0, nloc),
+      [=](int const i) {
+        int k = shared_begin(i);
+        for (int a = 0; a < nnei; ++a) {
+          int const state = pair(i, a);
+          if (!EmbeddingRows<MemorySpace>::reads_owner(state)) continue;
+          int const owner = -2 - state;
+          owner_shared(owner / nnei, owner % nnei) = k++;
+        }
+      });
+  space.fence();
+  rows.paired = true;
+}
 
 /// Fills `rows` for a batch from the neighbour counts (nloc, ntypes) and centre types.
 template <class ExecutionSpace, class MemorySpace>
@@ -81,14 +200,18 @@ void build_embedding_rows(ExecutionSpace const& space, View2<int, MemorySpace> c
   }
   auto scan = rows.scan;
   bool const tos = type_one_side;
-  // Exclusive scan over (net, centre) of the filled slots that centre contributes to that net.
+  bool const paired = rows.paired;  // set by find_row_pairs just before, for this batch
+  auto owned = rows.owned;
+  auto pair = rows.slot_pair;
+  // Exclusive scan over (net, centre) of the rows that centre contributes to that net (its
+  // filled slots, less those reading an owner's row when paired).
   exclusive_scan(
       space, "dpk::descriptor::EmbeddingRows::scan", nnets * nloc,
       KOKKOS_LAMBDA(int const p) {
         int const k = p / nloc, i = p % nloc;
         int const tj = EmbeddingRows<MemorySpace>::neighbour_type_of(tos, ntypes, k);
         bool const mine = tos || (k % ntypes) == types(i);
-        return mine ? count(i, tj) : 0;
+        return mine ? (paired ? owned(i, tj) : count(i, tj)) : 0;
       },
       scan);
   // Per-net row blocks: the scan at each net's start gathered on the device (nnets + 1
@@ -131,9 +254,14 @@ void build_embedding_rows(ExecutionSpace const& space, View2<int, MemorySpace> c
   if constexpr (host_schedule_v<ExecutionSpace>) {
     ensure_extent(rows.row_atom, std::size_t(rows.total_rows));
     ensure_extent(rows.row_slot, std::size_t(rows.total_rows));
+    if (paired) ensure_extent(rows.row_partner, std::size_t(rows.total_rows));
+    if (paired) ensure_extent(rows.row_shared, std::size_t(rows.total_rows));
   }
   auto row_atom = rows.row_atom;
   auto row_slot = rows.row_slot;
+  auto row_partner = rows.row_partner;
+  auto row_shared = rows.row_shared;
+  auto owner_shared = rows.owner_shared;
   auto sel = rows.sel_offset;
   bool const row_maps = row_atom.extent(0) > 0;
   Kokkos::parallel_for(
@@ -146,9 +274,17 @@ void build_embedding_rows(ExecutionSpace const& space, View2<int, MemorySpace> c
         int const first = const_base(k) - filled_k + (scan(k * nloc + i) - scan(k * nloc));
         row_offset(i, tj) = first;
         if (!row_maps) return;
+        int r = first;
         for (int j = 0; j < count(i, tj); ++j) {
-          row_atom(first + j) = i;
-          row_slot(first + j) = sel(tj) + j;
+          int const slot = sel(tj) + j;
+          if (paired && EmbeddingRows<MemorySpace>::reads_owner(pair(i, slot))) continue;
+          row_atom(r) = i;
+          row_slot(r) = slot;
+          if (paired) {
+            row_partner(r) = pair(i, slot) >= 0 ? pair(i, slot) : -1;
+            row_shared(r) = pair(i, slot) >= 0 ? owner_shared(i, slot) : -1;
+          }
+          ++r;
         }
       });
   if constexpr (host_schedule_v<ExecutionSpace>) {
@@ -157,6 +293,9 @@ void build_embedding_rows(ExecutionSpace const& space, View2<int, MemorySpace> c
         Kokkos::RangePolicy<ExecutionSpace>(space, 0, nnets * ntypes), KOKKOS_LAMBDA(int const c) {
           row_atom(const_base(c / ntypes) + c % ntypes) = -1 - c;
           row_slot(const_base(c / ntypes) + c % ntypes) = -1;
+          if (!paired) return;
+          row_partner(const_base(c / ntypes) + c % ntypes) = -1;
+          row_shared(const_base(c / ntypes) + c % ntypes) = -1;
         });
   }
 }
@@ -190,14 +329,19 @@ void gather_embedding_column(ExecutionSpace const& space, SeAInputs<Scalar, Memo
   auto sel_offset = in.rows.sel_offset;
   auto const_base = in.rows.const_base;
   auto empty_row = in.empty_row;
+  auto pair = in.rows.slot_pair;
   int const ntypes = in.ntypes, nloc = in.nloc, nnets = in.rows.nnets;
-  bool const tos = in.type_one_side;
+  bool const tos = in.type_one_side, paired = in.rows.paired;
   Kokkos::parallel_for(
       "dpk::descriptor::SeA::gather_embedding_input", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc * ntypes),
       KOKKOS_LAMBDA(int const p) {
         int const i = p / ntypes, t = p % ntypes;
-        int const row = row_offset(i, t), first = sel_offset(t);
-        for (int j = 0; j < count(i, t); ++j) s(row + j, 0) = source(i, first + j, 0);
+        int const first = sel_offset(t);
+        int row = row_offset(i, t);
+        for (int j = 0; j < count(i, t); ++j) {  // paired: the owners' slots, in order
+          if (paired && EmbeddingRows<MemorySpace>::reads_owner(pair(i, first + j))) continue;
+          s(row++, 0) = source(i, first + j, 0);
+        }
       });
   Kokkos::parallel_for(
       "dpk::descriptor::SeA::gather_embedding_constant",
@@ -290,6 +434,7 @@ void contract_descriptor(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
                          MatrixView<Scalar, MemorySpace> d, MatrixView<Scalar, MemorySpace> gt = {},
                          View3<Scalar, MemorySpace> const& v = {}, View3<Scalar, MemorySpace> const& t_value = {}) {
   static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
+  require(!in.rows.paired, "se_a: paired embedding rows are read by the chunked host passes only");
   using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
   auto env = in.env;
   auto count = in.count;
@@ -360,6 +505,34 @@ KOKKOS_INLINE_FUNCTION void scaled_row(View3<Scalar, MemorySpace> const& rows, i
   for (int c = 0; c < 4; ++c) out[c] = rows(i, slot, c) * scale;
 }
 
+/// Copies the rows among [r0, r1) that a second slot reads (paired rows: row_shared >= 0) from
+/// `g` (r1 - r0 rows of G) and, when non-empty, `dg_ds` (the same rows of dG/ds) into
+/// `shared_g` and `shared_dg` (EmbeddingRows::shared_rows rows each) at their reader's position,
+/// in the calling host thread while the chunk is in cache: the per-centre passes then stream
+/// the copies instead of gathering rows from anywhere in G.
+template <class Scalar, class MemorySpace>
+void copy_shared_rows(SeAInputs<Scalar, MemorySpace> const& in, MatrixView<Scalar, MemorySpace> g,
+                      MatrixView<Scalar, MemorySpace> dg_ds, int r0, int r1, MatrixView<Scalar, MemorySpace> shared_g,
+                      MatrixView<Scalar, MemorySpace> shared_dg) {
+  static_assert(accessible_v<InThread, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
+  if (!in.rows.paired) return;
+  int const m1 = in.m1;
+  bool const with_dg = dg_ds.extent(0) > 0;
+  for (int r = r0; r < r1; ++r) {
+    int const k = in.rows.row_shared(r);
+    if (k < 0) continue;
+    Scalar const* const src = &g(r - r0, 0);
+    Scalar* const dst = &shared_g(k, 0);
+    DPK_SIMD_LOOP
+    for (int m = 0; m < m1; ++m) dst[m] = src[m];
+    if (!with_dg) continue;
+    Scalar const* const dsrc = &dg_ds(r - r0, 0);
+    Scalar* const ddst = &shared_dg(k, 0);
+    DPK_SIMD_LOOP
+    for (int m = 0; m < m1; ++m) ddst[m] = dsrc[m];
+  }
+}
+
 /// Adds the filled rows among [r0, r1) of G (`g`: r1 - r0, M1) to a partial T (nloc, 4, M1) in
 /// the calling host thread: T_i += (1/nnei) G_j^T Rn_j for each row j of centre i; with a
 /// tangent (`v` non-empty: `g` holds G', `g_value` all rows of G) T'_i += (1/nnei)(G'_j Rn_j^T +
@@ -404,12 +577,23 @@ void contract_rows(SeAInputs<Scalar, MemorySpace> const& in, MatrixView<Scalar, 
 /// T (or T') from `nsums` partial sums of contract_rows (`partials`: nsums x (nloc, 4, M1),
 /// added in order), plus the empty slots' terms through the constant rows of G (values
 /// only), then D (or D' with T in `t_value`) as contract_descriptor does. Host schedule.
+/// With paired rows (EmbeddingRows::paired) it also adds the slots that read their owner's row
+/// (contract_rows sums only a row's owner): G from `shared_g`, and for a tangent G' = s' dG/ds
+/// from `shared_dg` with the slot's own s' = v[., 0] (copy_shared_rows' copies).
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 void finish_contraction(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
                         View1<Scalar, MemorySpace> const& partials, int nsums, MatrixView<Scalar, MemorySpace> g,
                         View3<Scalar, MemorySpace> const& t_out, MatrixView<Scalar, MemorySpace> d, bool tangent,
-                        View3<Scalar, MemorySpace> const& t_value = {}) {
+                        View3<Scalar, MemorySpace> const& t_value = {}, View3<Scalar, MemorySpace> const& v = {},
+                        MatrixView<Scalar, MemorySpace> shared_g = {}, MatrixView<Scalar, MemorySpace> shared_dg = {}) {
   static_assert(host_schedule_v<ExecutionSpace>, "finish_contraction: host schedule only");
+  bool const paired = in.rows.paired;
+  require(!paired || (shared_g.extent(0) >= std::size_t(in.rows.shared_rows) &&
+                      (!tangent || (v.extent(0) > 0 && shared_dg.extent(0) >= std::size_t(in.rows.shared_rows)))),
+          "finish_contraction: paired rows need the shared rows' copies (and v, dG/ds for a tangent)");
+  auto env = in.env;
+  auto pair = in.rows.slot_pair;
+  auto shared_begin = in.rows.shared_begin;
   auto count = in.count;
   auto types = in.types;
   auto sel_offset = in.rows.sel_offset;
@@ -434,6 +618,30 @@ void finish_contraction(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpa
           for (int k = 0; k < 4 * m1; ++k) tr[k] += part[k];
         }
         int const ti = types(i);
+        int k = paired ? shared_begin(i) : 0;  // this centre's reading slots, in slot order
+        for (int slot = sel_offset(ti); paired && slot < sel_offset(ti) + count(i, ti); ++slot) {
+          if (!EmbeddingRows<MemorySpace>::reads_owner(pair(i, slot))) continue;  // same-type slots only pair
+          Scalar rn[4];
+          scaled_row(env, i, slot, inv_nnei, rn);
+          Scalar const* const gr = &shared_g(k, 0);
+          if (!tangent) {
+            add_outer_product(tr, gr, m1, rn[0], rn[1], rn[2], rn[3]);
+            ++k;
+            continue;
+          }
+          Scalar vn[4];
+          scaled_row(v, i, slot, inv_nnei, vn);
+          Scalar const st = v(i, slot, 0);  // this slot's s'
+          Scalar const* const dr = &shared_dg(k++, 0);
+          DPK_SIMD_LOOP
+          for (int m = 0; m < m1; ++m) {
+            Scalar const gtm = st * dr[m], gm = gr[m];
+            tr[m] += gtm * rn[0] + gm * vn[0];
+            tr[m1 + m] += gtm * rn[1] + gm * vn[1];
+            tr[2 * m1 + m] += gtm * rn[2] + gm * vn[2];
+            tr[3 * m1 + m] += gtm * rn[3] + gm * vn[3];
+          }
+        }
         for (int tj = 0; !tangent && tj < ntypes; ++tj) {
           int const empty = sel_offset(tj + 1) - sel_offset(tj) - count(i, tj);
           if (empty == 0) continue;
@@ -560,15 +768,40 @@ void embedding_cotangent_constants(ExecutionSpace const& space, SeAInputs<Scalar
 /// make their seeds chunk by chunk, so that gG never goes through memory). Filled rows from gT
 /// (and A, v when `v` is non-empty), the same expressions as embedding_cotangent; constant rows
 /// from `constants` (embedding_cotangent_constants with `compact`), or zero when it is empty.
+/// A paired row (EmbeddingRows::paired) gets the sum of its two slots' terms. With `fold`
+/// (nloc, nnei, 4) non-empty each slot's term is multiplied by fold[., 0], its input tangent s'
+/// (the unit-input-tangent seed of a row two slots share: s'_a g'_a + s'_b g'_b).
 template <class Scalar, class MemorySpace>
 void embedding_cotangent_rows(SeAInputs<Scalar, MemorySpace> const& in, View3<Scalar, MemorySpace> const& gtm,
                               View3<Scalar, MemorySpace> const& a, View3<Scalar, MemorySpace> const& v,
                               MatrixView<Scalar, MemorySpace> constants, int r0, int r1,
-                              MatrixView<Scalar, MemorySpace> out) {
+                              MatrixView<Scalar, MemorySpace> out, View3<Scalar, MemorySpace> const& fold = {}) {
   static_assert(accessible_v<InThread, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
-  int const m1 = in.m1;
-  bool const with_v = v.extent(0) > 0;
+  int const m1 = in.m1, nnei = in.nnei;
+  bool const with_v = v.extent(0) > 0, folded = fold.extent(0) > 0, paired = in.rows.paired;
   Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
+  // o (=, or += with `add`) the term of slot (i, slot): (1/nnei)(gT_i Rn + A_i v) [times s'].
+  auto slot_term = [&](int const i, int const slot, Scalar* const o, bool const add) {
+    Scalar const* const gr = &gtm(i, 0, 0);
+    Scalar const scale = folded ? fold(i, slot, 0) * inv_nnei : inv_nnei;
+    Scalar rn[4];
+    scaled_row(in.env, i, slot, scale, rn);
+    Scalar const r_0 = rn[0], r_1 = rn[1], r_2 = rn[2], r_3 = rn[3];
+    if (with_v) {
+      Scalar const* const ar = &a(i, 0, 0);
+      Scalar vn[4];
+      scaled_row(v, i, slot, scale, vn);
+      Scalar const v0 = vn[0], v1 = vn[1], v2 = vn[2], v3 = vn[3];
+      DPK_SIMD_LOOP
+      for (int m = 0; m < m1; ++m)
+        o[m] = (add ? o[m] : Scalar(0)) + gr[m] * r_0 + gr[m1 + m] * r_1 + gr[2 * m1 + m] * r_2 +
+               gr[3 * m1 + m] * r_3 + ar[m] * v0 + ar[m1 + m] * v1 + ar[2 * m1 + m] * v2 + ar[3 * m1 + m] * v3;
+    } else {
+      DPK_SIMD_LOOP
+      for (int m = 0; m < m1; ++m)
+        o[m] = (add ? o[m] : Scalar(0)) + gr[m] * r_0 + gr[m1 + m] * r_1 + gr[2 * m1 + m] * r_2 + gr[3 * m1 + m] * r_3;
+    }
+  };
   for (int r = r0; r < r1; ++r) {
     int const i = in.rows.row_atom(r);
     Scalar* const o = &out(r - r0, 0);
@@ -578,25 +811,9 @@ void embedding_cotangent_rows(SeAInputs<Scalar, MemorySpace> const& in, View3<Sc
       for (int m = 0; m < m1; ++m) o[m] = c != nullptr ? c[m] : Scalar(0);
       continue;
     }
-    int const slot = in.rows.row_slot(r);
-    Scalar const* const gr = &gtm(i, 0, 0);
-    Scalar rn[4];
-    scaled_row(in.env, i, slot, inv_nnei, rn);
-    Scalar const r_0 = rn[0], r_1 = rn[1], r_2 = rn[2], r_3 = rn[3];
-    if (with_v) {
-      Scalar const* const ar = &a(i, 0, 0);
-      Scalar vn[4];
-      scaled_row(v, i, slot, inv_nnei, vn);
-      Scalar const v0 = vn[0], v1 = vn[1], v2 = vn[2], v3 = vn[3];
-      DPK_SIMD_LOOP
-      for (int m = 0; m < m1; ++m)
-        o[m] = gr[m] * r_0 + gr[m1 + m] * r_1 + gr[2 * m1 + m] * r_2 + gr[3 * m1 + m] * r_3 + ar[m] * v0 +
-               ar[m1 + m] * v1 + ar[2 * m1 + m] * v2 + ar[3 * m1 + m] * v3;
-    } else {
-      DPK_SIMD_LOOP
-      for (int m = 0; m < m1; ++m)
-        o[m] = gr[m] * r_0 + gr[m1 + m] * r_1 + gr[2 * m1 + m] * r_2 + gr[3 * m1 + m] * r_3;
-    }
+    slot_term(i, in.rows.row_slot(r), o, false);
+    int const partner = paired ? in.rows.row_partner(r) : -1;
+    if (partner >= 0) slot_term(partner / nnei, partner % nnei, o, true);
   }
 }
 
@@ -610,6 +827,7 @@ void embedding_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
                          bool constant_rows, View3<Scalar, MemorySpace> const& a = {},
                          View3<Scalar, MemorySpace> const& v = {}) {
   static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
+  require(!in.rows.paired, "se_a: paired embedding rows are read by the chunked host passes only");
   using Team = typename Kokkos::TeamPolicy<ExecutionSpace>::member_type;
   auto env = in.env;
   auto count = in.count;
@@ -675,7 +893,8 @@ KOKKOS_INLINE_FUNCTION void environment_cotangent_row(Scalar const* a, int m1, S
 /// nn::NetworkFamily::set_unit_input_tangents) gs is made here instead of read: dE/dG_j =
 /// (1/nnei) sum_c Rn_jc A_c, so gs_j = dE/dG_j . dG/ds_j = (1/nnei) sum_c Rn_jc (A_c . dG/ds_j),
 /// four more dot products per row; neither dE/dG nor dE/ds goes through memory and no
-/// first-order pass through the embedding nets is needed.
+/// first-order pass through the embedding nets is needed. With paired rows the owner of a row
+/// also writes its reader's g while the row is in cache (each slot written by one thread).
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
                            View3<Scalar, MemorySpace> const& a, MatrixView<Scalar, MemorySpace> g,
@@ -690,32 +909,45 @@ void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, Memory
   char const* const label = "dpk::descriptor::SeA::Environment_cotangent";
   if constexpr (host_schedule_v<ExecutionSpace>) {
     auto env = in.env;
-    bool const from_derivative = dg_ds.extent(0) > 0;
+    auto pair = in.rows.slot_pair;
+    auto row_partner = in.rows.row_partner;
+    bool const from_derivative = dg_ds.extent(0) > 0, paired = in.rows.paired;
+    require(!paired || from_derivative,
+            "environment_cotangent: paired rows need dE/ds from dG/ds (unit input tangents)");
+    // One slot's g into out(c, slot, .) from its row of G and dG/ds (or gs of the row).
+    auto slot_cotangent = [=](int const c, int const slot, int const row) {
+      Scalar const* const a_c = &a(c, 0, 0);
+      Scalar gs_c;
+      if (from_derivative) {
+        Scalar rn[4];
+        scaled_row(env, c, slot, inv_nnei, rn);
+        Scalar au[4] = {0, 0, 0, 0};
+        add_dot4<true>(a_c, m1, &dg_ds(row, 0), 1, m1, au);  // A_c . dG/ds
+        gs_c = rn[0] * au[0] + rn[1] * au[1] + rn[2] * au[2] + rn[3] * au[3];
+      } else {
+        gs_c = gs(row, 0);
+      }
+      environment_cotangent_row(a_c, m1, &g(row, 0), inv_nnei, gs_c, &out(c, slot, 0));
+    };
     Kokkos::parallel_for(label, DynamicRangePolicy<ExecutionSpace>(space, 0, in.nloc), [=](int const i) {
-      Scalar const* const a_i = &a(i, 0, 0);
       for (int tj = 0; tj < ntypes; ++tj) {
         int const first = sel_offset(tj), slots = sel_offset(tj + 1) - first, n = count(i, tj);
-        int const row = row_offset(i, tj);
-        Scalar* const o = &out(i, first, 0);  // (slots, 4) rows of this block
+        int row = row_offset(i, tj);  // the block's own rows, in slot order
         for (int j = 0; j < n; ++j) {
-          Scalar gs_j;
-          if (from_derivative) {
-            Scalar rn[4];
-            scaled_row(env, i, first + j, inv_nnei, rn);
-            Scalar au[4] = {0, 0, 0, 0};
-            add_dot4<true>(a_i, m1, &dg_ds(row + j, 0), 1, m1, au);  // A_c . dG/ds_j
-            gs_j = rn[0] * au[0] + rn[1] * au[1] + rn[2] * au[2] + rn[3] * au[3];
-          } else {
-            gs_j = gs(row + j, 0);
-          }
-          environment_cotangent_row(a_i, m1, &g(row + j, 0), inv_nnei, gs_j, o + 4 * j);
+          if (paired && EmbeddingRows<MemorySpace>::reads_owner(pair(i, first + j))) continue;  // done by its owner
+          slot_cotangent(i, first + j, row);
+          int const partner = paired ? row_partner(row) : -1;
+          if (partner >= 0) slot_cotangent(partner / nnei, partner % nnei, row);
+          ++row;
         }
+        Scalar* const o = &out(i, first, 0);  // (slots, 4) rows of this block
         for (int k = 4 * n; k < 4 * slots; ++k) o[k] = Scalar(0);
       }
     });
     return;
   }
-  require(dg_ds.extent(0) == 0, "environment_cotangent: dE/ds from dG/ds is a host-schedule path");
+  require(dg_ds.extent(0) == 0 && !in.rows.paired,
+          "environment_cotangent: dE/ds from dG/ds and paired rows are host-schedule paths");
   Kokkos::parallel_for(
       label, DynamicMDRangePolicy2<ExecutionSpace>(space, {0, 0}, {in.nloc, nnei}),
       KOKKOS_LAMBDA(int const i, int const slot) {

@@ -56,12 +56,15 @@ struct BatchLayout {
   /// Fills the layout for `nframes` frames of `natoms` atoms from the neighbour counts and the
   /// environment rows of the batch; only atoms [0, centres) of each frame (all when centres < 0)
   /// are fitting centres; embedding_parts have at least `min_part_rows` rows where the rows
-  /// allow. Throws dpk::Error for an atom type outside the model's types.
+  /// allow. With the neighbour list's `pair_index` and `pair_rij` (host schedule) same-type pairs
+  /// share their embedding row (find_row_pairs). Throws dpk::Error for an atom type outside the
+  /// model's types.
   template <class ExecutionSpace>
   void build(ExecutionSpace const& space, View2<int, MemorySpace> const& count, View3<Scalar, MemorySpace> const& env,
              View3<Scalar, MemorySpace> const& empty_row, View1<int, MemorySpace> const& types,
              std::vector<int> const& sel_offset, int m1, int m2, bool type_one_side, int nframes_, int natoms_,
-             int centres = -1, int min_part_rows = 512) {
+             int centres = -1, int min_part_rows = 512, View2<int, MemorySpace> const& pair_index = {},
+             View3<Scalar, MemorySpace> const& pair_rij = {}) {
     int const ntypes = int(sel_offset.size()) - 1;
     int const nloc = nframes_ * natoms_;
     int const per_frame = centres < 0 || centres > natoms_ ? natoms_ : centres;
@@ -77,6 +80,11 @@ struct BatchLayout {
     in.count = count;
     in.env = env;
     in.empty_row = empty_row;
+    in.rows.paired = false;
+    if constexpr (host_schedule_v<ExecutionSpace>) {
+      if (pair_index.extent(0) > 0 && pair_rij.extent(0) > 0)
+        find_row_pairs(space, pair_index, pair_rij, count, types, sel_offset, nloc, in.rows);
+    }
     build_embedding_rows(space, count, types, sel_offset, nloc, type_one_side, in.rows);
     embedding_blocks.resize(in.rows.nnets);
     for (int k = 0; k < in.rows.nnets; ++k)
@@ -149,9 +157,11 @@ struct BatchLayout {
     embedding_parts.clear();
     for (auto const& block : embedding_blocks) {
       std::size_t const base = std::size_t(block.net) * nloc;
+      int const filled_end = block.begin + rows.filled[std::size_t(block.net)];
       int start = block.begin;
       for (int i = 1; i < nloc; ++i) {
         int const centre_start = block.begin + rows.scan(base + i) - rows.scan(base);
+        if (centre_start >= filled_end) break;  // later centres have no rows here (paired rows)
         if (centre_start - start < target) continue;
         embedding_parts.push_back({block.net, start, centre_start});
         start = centre_start;

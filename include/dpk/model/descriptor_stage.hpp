@@ -8,6 +8,7 @@
 /// embedding nets' activations, which its own later passes read.
 
 #include <dpk/core/error.hpp>
+#include <dpk/core/env_switch.hpp>
 #include <dpk/core/frames.hpp>
 #include <dpk/core/profiling.hpp>
 #include <dpk/core/types.hpp>
@@ -51,7 +52,9 @@ class DescriptorStage {
     offsets_ = layout.embedding_offsets;
     embedding_ = nn::NetworkFamily<Scalar, ExecutionSpace>(shapes_, offsets_, "dpk::model::embedding");
     embedding_.set_host_chunk_rows(default_embedding_chunk_rows());
-    embedding_.set_unit_input_tangents(default_unit_tangents());
+    embedding_.set_unit_input_tangents(env_switch("DPK_EMBEDDING_UNIT_TANGENTS", true,
+                                                  "0 (tangents through the layers) or 1 (unit tangents)"));
+    pair_rows_ = env_switch("DPK_EMBEDDING_PAIR_ROWS", true, "0 (a row per slot) or 1 (same-type pairs share a row)");
     std::size_t const n_stats = std::size_t(ntypes) * nnei_ * 4;
     set_statistics(std::vector<double>(n_stats, 0.0), std::vector<double>(n_stats, 1.0));
   }
@@ -166,6 +169,17 @@ class DescriptorStage {
   /// tangent passes need no pass through the layers. Default on, or DPK_EMBEDDING_UNIT_TANGENTS.
   void set_embedding_unit_tangents(bool on) { embedding_.set_unit_input_tangents(on); }
   bool embedding_unit_tangents() const { return embedding_.unit_input_tangents(); }
+  /// Paired embedding rows (descriptor/se_a.hpp, find_row_pairs): two same-type atoms within
+  /// rcut of each other share one row of the embedding nets (same input s, same net), so G and
+  /// dG/ds are made once for both slots; about a quarter fewer rows on water, half on one
+  /// element. Needs unit input tangents on the chunked host path (elsewhere it is not used).
+  /// Default on, or DPK_EMBEDDING_PAIR_ROWS. Takes effect at the next batch (pair_rows()).
+  void set_embedding_pair_rows(bool on) { pair_rows_ = on; }
+  bool embedding_pair_rows() const { return pair_rows_; }
+  /// True where the next batch's layout pairs rows (asked for, unit tangents, host chunks, nets).
+  bool pair_rows() const {
+    return pair_rows_ && embedding_.unit_input_tangents() && embedding_.host_chunks() && !compressed();
+  }
   /// True where the embedding passes run chunk by chunk on host threads (they then make the
   /// output-side seeds themselves: no whole-batch dE/dG or dL/dG buffer is needed).
   bool embedding_host_chunks() const { return embedding_.host_chunks(); }
@@ -204,12 +218,20 @@ class DescriptorStage {
       if (embedding_.host_chunks()) {  // T summed chunk by chunk while each chunk's G is in cache
         auto const& in = layout.in;
         auto const partial = t_partials(space, layout);
+        reserve_shared_rows(layout);
+        Matrix const shared_g = shared_g_rows(layout), shared_dg = tangents ? shared_dg_rows(layout) : Matrix();
+        Matrix const dg_ds = in.rows.paired && tangents ? embedding_.output_derivative(0, layout.embedding_rows())
+                                                        : Matrix();
         embedding_.forward_blocks(space, params, layout.embedding_parts, s,
-                                  [&in, partial](int net, int r0, int r1, Matrix rows) {
+                                  [&in, partial, dg_ds, shared_g, shared_dg](int net, int r0, int r1, Matrix rows) {
                                     contract_rows(in, rows, r0, r1, partial(net));
+                                    Matrix const dg = dg_ds.extent(0) > 0
+                                                          ? Matrix(&dg_ds(r0, 0), r1 - r0, dg_ds.extent(1))
+                                                          : Matrix();
+                                    copy_shared_rows(in, rows, dg, r0, r1, shared_g, shared_dg);
                                   },
                                   tangents);
-        finish_contraction(space, in, t_partials_, in.ntypes, g, t, d, false);
+        finish_contraction(space, in, t_partials_, in.ntypes, g, t, d, false, {}, {}, shared_g);
         return;
       }
     }
@@ -258,7 +280,8 @@ class DescriptorStage {
                                   [&in, partial, v, g](int net, int r0, int r1, Matrix rows_t) {
                                     contract_rows(in, rows_t, r0, r1, partial(net), v, g);
                                   });
-        finish_contraction(space, in, t_partials_, in.ntypes, g, t_tangent, d_tangent, true, t);
+        finish_contraction(space, in, t_partials_, in.ntypes, g, t_tangent, d_tangent, true, t, v,
+                           shared_g_rows(layout), shared_dg_rows(layout));
         return;
       }
     }
@@ -289,6 +312,15 @@ class DescriptorStage {
         auto seed = [&in, dl_dt, a, v, constants](int r0, int r1, Matrix out) {
           embedding_cotangent_rows(in, dl_dt, a, v, constants, r0, r1, out);
         };
+        if (in.rows.paired) {  // a shared row's tangent seed is s'_a g'_a + s'_b g'_b: folded here
+          require(embedding_.unit_tangents(), "DescriptorStage::reverse: paired rows need unit input tangents");
+          auto seed_t = [&in, a, v](int r0, int r1, Matrix out) {
+            embedding_cotangent_rows(in, a, {}, {}, Matrix(), r0, r1, out, v);
+          };
+          embedding_.reverse_blocks(space, params, grads, layout.embedding_parts, s, Matrix(), Matrix(), Matrix(),
+                                    Matrix(), accumulate, seed, seed_t);
+          return;
+        }
         embedding_.reverse_blocks(space, params, grads, layout.embedding_parts, s, s_tangent, Matrix(), Matrix(),
                                   Matrix(), accumulate, seed, first_order_seed(layout, a));
         return;
@@ -300,17 +332,6 @@ class DescriptorStage {
   }
 
  private:
-  /// Default of set_embedding_unit_tangents: DPK_EMBEDDING_UNIT_TANGENTS (0 or 1) if set, else on.
-  static bool default_unit_tangents() {
-    char const* env = std::getenv("DPK_EMBEDDING_UNIT_TANGENTS");
-    if (env == nullptr || *env == '\0') return true;
-    std::string const value(env);
-    require(value == "0" || value == "1",
-            "DPK_EMBEDDING_UNIT_TANGENTS: expected 0 (tangents through the layers) or 1 (unit tangents), got '" + value +
-                "'");
-    return value == "1";
-  }
-
   /// Default rows per embedding chunk: DPK_EMBEDDING_CHUNK_ROWS if set, else 128 (measured on
   /// water: 64-512 within noise of each other, 32 slower, 0 about 15 % slower).
   static int default_embedding_chunk_rows() {
@@ -343,6 +364,22 @@ class DescriptorStage {
     };
   }
 
+  /// Sizes the copies of the paired rows' G and dG/ds for the batch in `layout`.
+  void reserve_shared_rows(Layout const& layout) {
+    if (!layout.in.rows.paired) return;
+    std::size_t const n = std::size_t(layout.in.rows.shared_rows) * m1_;
+    ensure_extent(shared_g_, n);
+    ensure_extent(shared_dg_, n);
+  }
+  /// The copies of G and dG/ds of the rows that a second slot reads (copy_shared_rows; empty
+  /// unless the batch's rows are paired), written by forward() and read by the later passes.
+  Matrix shared_g_rows(Layout const& layout) const {
+    return layout.in.rows.paired ? Matrix(shared_g_.data(), layout.in.rows.shared_rows, m1_) : Matrix();
+  }
+  Matrix shared_dg_rows(Layout const& layout) const {
+    return layout.in.rows.paired ? Matrix(shared_dg_.data(), layout.in.rows.shared_rows, m1_) : Matrix();
+  }
+
   /// The first-order pass's embedding-output seed dE/dG = (1/nnei) A Rn, row by row (host schedule).
   typename nn::NetworkFamily<Scalar, ExecutionSpace>::Seed first_order_seed(Layout const& layout,
                                                                             View3<Scalar, memory_space> const& a) const {
@@ -353,7 +390,10 @@ class DescriptorStage {
   DescriptorConfig config_;
   View1<Scalar, memory_space> seed_constants_{"dpk::model::embedding_seed_constants", 0};
   View1<Scalar, memory_space> t_partials_{"dpk::model::t_partials", 0};  ///< per neighbour type (nloc, 4, M1)
+  View1<Scalar, memory_space> shared_g_{"dpk::model::shared_g", 0};       ///< see shared_g_rows
+  View1<Scalar, memory_space> shared_dg_{"dpk::model::shared_dg", 0};     ///< see shared_g_rows
   int ntypes_ = 0, nnei_ = 0, m1_ = 0, m2_ = 0;
+  bool pair_rows_ = true;  ///< see set_embedding_pair_rows
   std::vector<int> sel_offset_;
   std::vector<nn::LayerShape> shapes_;
   std::vector<std::vector<nn::LayerOffsets>> offsets_;

@@ -139,6 +139,11 @@ class EnergyModel {
   /// the next prepare().
   void set_embedding_unit_tangents(bool on) { descriptor_stage_.set_embedding_unit_tangents(on); }
   bool embedding_unit_tangents() const { return descriptor_stage_.embedding_unit_tangents(); }
+  /// Same-type pairs share their embedding row (DescriptorStage::set_embedding_pair_rows; default
+  /// on, or DPK_EMBEDDING_PAIR_ROWS; used with unit tangents on host chunks). Takes effect at the
+  /// next prepare().
+  void set_embedding_pair_rows(bool on) { descriptor_stage_.set_embedding_pair_rows(on); }
+  bool embedding_pair_rows() const { return descriptor_stage_.embedding_pair_rows(); }
 
   /// Model compression (docs/compression.md): tables of the embedding nets built from the
   /// current parameters and statistics, for inputs down to the smallest neighbour distance
@@ -306,7 +311,9 @@ class EnergyModel {
     auto& w = work_;
     w.layout.build(space, w.nlist.count, w.env.rows, descriptor_stage_.empty_row(), types,
                    descriptor_stage_.sel_offset(), m1(), m2(), descriptor_.type_one_side, nframes, natoms, centres,
-                   4 * descriptor_stage_.embedding_chunk_rows());  // parts of at least 4 chunks
+                   4 * descriptor_stage_.embedding_chunk_rows(),  // parts of at least 4 chunks
+                   descriptor_stage_.pair_rows() ? w.nlist.index : View2<int, memory_space>(),
+                   descriptor_stage_.pair_rows() ? w.nlist.rij : View3<Scalar, memory_space>());
     descriptor_stage_.reserve(w.layout);
     fitting_stage_.reserve(w.layout);
     w.reserve(space, descriptor_stage_.nnei(), m1(), m2(), !compressed(), !descriptor_stage_.embedding_host_chunks());

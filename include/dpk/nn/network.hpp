@@ -261,7 +261,8 @@ class NetworkFamily {
   /// reverse(); on the chunked host path each block sums into its own buffer and the buffers
   /// are added in block order (deterministic for given blocks, whatever thread ran which).
   /// With `seed` and `seed_t` (only where host_chunks()) g_out and gt_out are not read: each
-  /// chunk's rows come from them.
+  /// chunk's rows come from them. With unit tangents an empty x0t means that seed_t (or gt_out)
+  /// already carries each row's input tangent (x0t gt, see set_unit_input_tangents).
   void reverse_blocks(ExecutionSpace const& space, Scalar* params, Scalar* grads, std::vector<RowBlock> const& blocks,
                       Matrix x0, Matrix x0t, Matrix g_out, Matrix gt_out, Matrix g_in, bool accumulate = true,
                       Seed const& seed = {}, Seed const& seed_t = {}) {
@@ -509,9 +510,11 @@ class NetworkFamily {
                      Matrix gt = seed_t ? seed_rows(seed_t, seed_gt_, s0, r0, r1) : rows_of(gt_out, r0, r1);
                      Matrix xt = rows_of(x0t, r0, r1);
                      if (unit) {  // the input tangent moves into the tangent seed; the tangents are per unit input
-                       Matrix const scaled(seed_gt_.data() + s0, r1 - r0, n_output());
-                       scale_rows(xt, gt, scaled);
-                       gt = scaled;
+                       if (xt.extent(0) > 0) {  // (no x0t: seed_t has it already)
+                         Matrix const scaled(seed_gt_.data() + s0, r1 - r0, n_output());
+                         scale_rows(xt, gt, scaled);
+                         gt = scaled;
+                       }
                        xt = ones_rows(r1 - r0);
                      }
                      reverse_layers(InThread{}, params, slabs + block * slab, slab_offsets_, net, rows_of(x0, r0, r1),

@@ -1,0 +1,23 @@
+#pragma once
+/// \file env_switch.hpp
+/// \brief On/off switches read from environment variables (DPK_HUGE_PAGES,
+/// DPK_EMBEDDING_UNIT_TANGENTS, DPK_EMBEDDING_PAIR_ROWS; docs/tuning.md).
+
+#include <dpk/core/error.hpp>
+
+#include <cstdlib>
+#include <string>
+
+namespace dpk {
+
+/// The 0/1 environment variable `name`: `fallback` when unset or empty, else its value; any
+/// other value is a dpk::Error naming the variable, the value and `expected` (what 0 and 1 mean).
+inline bool env_switch(char const* name, bool fallback, char const* expected = "0 or 1") {
+  char const* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return fallback;
+  std::string const value(env);
+  require(value == "0" || value == "1", std::string(name) + ": expected " + expected + ", got '" + value + "'");
+  return value == "1";
+}
+
+}  // namespace dpk
