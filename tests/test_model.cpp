@@ -521,10 +521,12 @@ TEST_CASE("same-type neighbour pairs share one embedding row; results equal a ro
     dpk::LossPrefactors pref{0.5, 1.0, 0.3};
     std::vector<std::vector<double>> grads, values;
     std::vector<int> rows;
+    std::vector<double> forward_flops;
     for (bool const pair : {false, true}) {
       model.set_embedding_pair_rows(pair);
       loss.loss_and_gradient(Space(), model, frames, labels, pref);
       grads.push_back(model.gradient_host());
+      forward_flops.push_back(model.flop_count().forward);
       std::vector<double> v = host(loss.prediction().force);
       for (double x : host(loss.prediction().energy)) v.push_back(x);
       for (double x : host(loss.prediction().virial)) v.push_back(x);
@@ -576,6 +578,9 @@ TEST_CASE("same-type neighbour pairs share one embedding row; results equal a ro
               nl.dropped, ")");
     }
     if constexpr (dpk::host_schedule_v<Space>) CHECK(rows[1] < rows[0]);
+    // Executed products: the nets (1x3, 3x6, 6x6 multiply-adds per row) run once per shared
+    // row; the contractions T still take every slot.
+    CHECK(forward_flops[0] - forward_flops[1] == doctest::Approx(2.0 * 57 * (rows[0] - rows[1])));
     for (std::size_t k = 0; k < grads[0].size(); ++k)
       CHECK(std::abs(grads[1][k] - grads[0][k]) <= 1e-11 * std::max(1e-3, std::abs(grads[0][k])));
     for (std::size_t k = 0; k < values[0].size(); ++k)

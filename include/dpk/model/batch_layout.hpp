@@ -81,6 +81,7 @@ struct BatchLayout {
     in.env = env;
     in.empty_row = empty_row;
     in.rows.paired = false;
+    in.rows.shared_rows = 0;
     if constexpr (host_schedule_v<ExecutionSpace>) {
       if (pair_index.extent(0) > 0 && pair_rij.extent(0) > 0)
         find_row_pairs(space, pair_index, pair_rij, count, types, sel_offset, nloc, in.rows);

@@ -251,18 +251,21 @@ class EnergyModel {
                               accumulate);
   }
 
-  /// FLOP count of the batch given to the last prepare().
+  /// FLOP count of the batch given to the last prepare(): the products executed (with paired
+  /// embedding rows, a shared row's nets run once; its per-slot contractions are counted twice).
   FlopCount flop_count() const {
     auto macs = [](std::vector<nn::LayerShape> const& shapes) {
       double m = 0;
       for (auto const& l : shapes) m += double(l.n_in) * l.n_out;
       return m;
     };
+    auto const& rs = work_.layout.in.rows;
     double const rows = work_.layout.embedding_rows(), nloc = work_.layout.nloc(), m1 = this->m1(), m2 = this->m2();
+    double const slots = rows + (rs.paired ? rs.shared_rows : 0);  // paired rows serve two slots
     // A compressed model evaluates no embedding nets (its table lookups are not counted).
     double const emb = compressed() ? 0.0 : rows * macs(layout_.embedding_shapes);
     double const fit = nloc * macs(layout_.fitting_shapes);
-    double const t = rows * m1 * 4, d = nloc * m1 * m2 * 4;  // T = G^T Rn, D = T T<^T
+    double const t = slots * m1 * 4, d = nloc * m1 * m2 * 4;  // T = G^T Rn, D = T T<^T
     FlopCount f;
     f.forward = 2 * (emb + fit + t + d);
     // dE/dD, A, dE/dG, dE/ds, dE/dRn
