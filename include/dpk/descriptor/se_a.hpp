@@ -53,7 +53,7 @@ struct EmbeddingRows {
   /// Paired rows only (`paired`, see find_row_pairs): per slot (nloc, nnei) its pair state (an
   /// owner's partner centre * nnei + slot, -1 unpaired, -2 - owner for a slot reading its
   /// owner's row); per row (total_rows) the partner slot reading it, or -1; per (centre, type
-  /// block) the slots that own a row.
+  /// block) the number of slots that own a row.
   View2<int, MemorySpace> slot_pair{"dpk::descriptor::EmbeddingRows::slot_pair", 0, 0};
   View1<int, MemorySpace> row_partner{"dpk::descriptor::EmbeddingRows::row_partner", 0};
   View2<int, MemorySpace> owned{"dpk::descriptor::EmbeddingRows::owned", 0, 0};
@@ -65,7 +65,7 @@ struct EmbeddingRows {
   View1<int, MemorySpace> shared_begin{"dpk::descriptor::EmbeddingRows::shared_begin", 0};
   View1<int, MemorySpace> row_shared{"dpk::descriptor::EmbeddingRows::row_shared", 0};
   View2<int, MemorySpace> owner_shared{"dpk::descriptor::EmbeddingRows::owner_shared", 0, 0};
-  int shared_rows = 0;  ///< host: slots that read an owner's row (paired)
+  int shared_rows = 0;             ///< host: slots that read an owner's row (paired)
   bool paired = false;             ///< rows of same-type pairs are shared (host schedule)
   std::vector<int> begin, filled;  ///< host: first row and filled rows of each net
   int total_rows = 0;              ///< host: rows of all nets, constant rows included
