@@ -312,17 +312,13 @@ class DescriptorStage {
         auto seed = [&in, dl_dt, a, v, constants](int r0, int r1, Matrix out) {
           embedding_cotangent_rows(in, dl_dt, a, v, constants, r0, r1, out);
         };
-        if (in.rows.paired) {  // a shared row's tangent seed is s'_a g'_a + s'_b g'_b: folded here
-          require(embedding_.unit_tangents(), "DescriptorStage::reverse: paired rows need unit input tangents");
-          auto seed_t = [&in, a, v](int r0, int r1, Matrix out) {
-            embedding_cotangent_rows(in, a, {}, {}, Matrix(), r0, r1, out, v);
-          };
-          embedding_.reverse_blocks(space, params, grads, layout.embedding_parts, s, Matrix(), Matrix(), Matrix(),
-                                    Matrix(), accumulate, seed, seed_t);
-          return;
-        }
-        embedding_.reverse_blocks(space, params, grads, layout.embedding_parts, s, s_tangent, Matrix(), Matrix(),
-                                  Matrix(), accumulate, seed, first_order_seed(layout, a));
+        // A shared row's tangent seed is s'_a g'_a + s'_b g'_b: the seed folds each slot's s' in
+        // (and no x0t is passed); otherwise the network scales the first-order seed by x0t.
+        bool const paired = in.rows.paired;
+        require(!paired || embedding_.unit_tangents(), "DescriptorStage::reverse: paired rows need unit input tangents");
+        embedding_.reverse_blocks(space, params, grads, layout.embedding_parts, s, paired ? Matrix() : s_tangent,
+                                  Matrix(), Matrix(), Matrix(), accumulate, seed,
+                                  first_order_seed(layout, a, paired ? v : View3<Scalar, memory_space>()));
         return;
       }
     }
@@ -373,18 +369,20 @@ class DescriptorStage {
   }
   /// The copies of G and dG/ds of the rows that a second slot reads (copy_shared_rows; empty
   /// unless the batch's rows are paired), written by forward() and read by the later passes.
-  Matrix shared_g_rows(Layout const& layout) const {
-    return layout.in.rows.paired ? Matrix(shared_g_.data(), layout.in.rows.shared_rows, m1_) : Matrix();
-  }
-  Matrix shared_dg_rows(Layout const& layout) const {
-    return layout.in.rows.paired ? Matrix(shared_dg_.data(), layout.in.rows.shared_rows, m1_) : Matrix();
+  Matrix shared_g_rows(Layout const& layout) const { return shared_rows_of(shared_g_, layout); }
+  Matrix shared_dg_rows(Layout const& layout) const { return shared_rows_of(shared_dg_, layout); }
+  Matrix shared_rows_of(View1<Scalar, memory_space> const& copies, Layout const& layout) const {
+    return layout.in.rows.paired ? Matrix(copies.data(), layout.in.rows.shared_rows, m1_) : Matrix();
   }
 
-  /// The first-order pass's embedding-output seed dE/dG = (1/nnei) A Rn, row by row (host schedule).
-  typename nn::NetworkFamily<Scalar, ExecutionSpace>::Seed first_order_seed(Layout const& layout,
-                                                                            View3<Scalar, memory_space> const& a) const {
+  /// The first-order pass's embedding-output seed dE/dG = (1/nnei) A Rn, row by row (host schedule);
+  /// with `fold` each slot's term times its input tangent fold[., 0] (embedding_cotangent_rows).
+  typename nn::NetworkFamily<Scalar, ExecutionSpace>::Seed first_order_seed(
+      Layout const& layout, View3<Scalar, memory_space> const& a, View3<Scalar, memory_space> const& fold = {}) const {
     auto const& in = layout.in;
-    return [&in, a](int r0, int r1, Matrix out) { embedding_cotangent_rows(in, a, {}, {}, Matrix(), r0, r1, out); };
+    return [&in, a, fold](int r0, int r1, Matrix out) {
+      embedding_cotangent_rows(in, a, {}, {}, Matrix(), r0, r1, out, fold);
+    };
   }
 
   DescriptorConfig config_;
