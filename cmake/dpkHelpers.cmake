@@ -7,10 +7,16 @@ set(DPK_TEST_SOURCE_DIR "${PROJECT_SOURCE_DIR}" CACHE STRING "DPK_SOURCE_DIR as 
 set(DPK_TEST_DATA_DIR "${DPK_TEST_SOURCE_DIR}/tests/data" CACHE STRING "DPK_TEST_DATA_DIR as seen by the tests")
 
 # dpk_add_test(NAME source... [THREADS n...]): a doctest executable linked to dpk with
-# tests/test_main.cpp; registered once per thread count (OMP_NUM_THREADS) for OpenMP builds.
+# tests/test_main.cpp (compiled once, object library dpk_test_main); registered once per thread
+# count (OMP_NUM_THREADS) for OpenMP builds.
 function(dpk_add_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;THREADS;LABELS" ${ARGN})
-  add_executable(${name} ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/test_main.cpp)
+  if(NOT TARGET dpk_test_main)
+    find_package(doctest REQUIRED)
+    add_library(dpk_test_main OBJECT ${PROJECT_SOURCE_DIR}/tests/test_main.cpp)
+    target_link_libraries(dpk_test_main PRIVATE dpk::dpk doctest::doctest)
+  endif()
+  add_executable(${name} ${ARG_SOURCES} $<TARGET_OBJECTS:dpk_test_main>)
   target_link_libraries(${name} PRIVATE dpk::dpk)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   target_compile_definitions(${name} PRIVATE DPK_TEST_DATA_DIR="${DPK_TEST_DATA_DIR}"

@@ -4,6 +4,7 @@
 #   DPK_PRESET  configure/build preset (default openmp: Kokkos 3.4.01 from bootstrap.sh);
 #               openmp-kokkos4 / openmp-kokkos4-nodeprecated use Kokkos 4.6.01 (bootstrap.sh --kokkos4)
 #   DPK_CMAKE_ARGS  extra configure arguments, split on spaces (e.g. -DDPK_ENABLE_BENCHMARKS=OFF)
+#   DPK_BUILD_JOBS / DPK_TEST_JOBS  parallel compile jobs / ctest jobs (default: nproc each)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${DPK_PRESET:-openmp}"
@@ -16,4 +17,4 @@ build_dir=$(python3 -c 'import json,sys; p=[p for p in json.load(open("CMakePres
 # shellcheck disable=SC2086  # DPK_CMAKE_ARGS is a space-separated list on purpose
 cmake --preset "$preset" -DDPK_ENABLE_BENCHMARKS=ON -DDPK_ENABLE_HEADER_CHECK=ON -DDPK_HEADER_CHECK=each -DDPK_TEST_DEVICE_SCHEDULE=ON ${DPK_CMAKE_ARGS:-}
 cmake --build "$build_dir" -j "${DPK_BUILD_JOBS:-$(nproc)}"
-ctest --test-dir "$build_dir" --output-on-failure "$@"
+ctest --test-dir "$build_dir" --output-on-failure -j "${DPK_TEST_JOBS:-$(nproc)}" "$@"

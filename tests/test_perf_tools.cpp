@@ -78,13 +78,13 @@ TEST_CASE("trainer --timing-file: one line per step, update/display/save seconds
     CHECK(save >= 0);
     if (step == 4) CHECK(save > 0);  // the final checkpoint is written after step 4
     // The stages lie inside the update, one after the other: each took time, and together they
-    // take most of the update but not more (two clocks: 1e-4 s of slack).
+    // take no more than the update (two clocks: 1e-4 s of slack). No lower bound on their sum:
+    // a thread preempted between two stages (ctest -j, a busy node) leaves a gap of any length.
     double sum = 0;
     for (double r : region) sum += r;
     for (int k : {0, 1, 2, 3, 4, 5, 6, 7, 9}) CHECK(region[std::size_t(k)] > 0);  // allreduce: 1 rank, may be ~0
     CHECK(region[8] >= 0);
     CHECK(sum <= update + 1e-4);
-    CHECK(sum >= 0.5 * update);
     // Host <-> device copies of a whole step (update, lcurve line, checkpoint), counted by Kokkos
     // Tools: MESSAGE shows the count; the bound holds it where it is (issue 15 asks to shrink it).
     MESSAGE("step " << step << ": " << deep_copies << " deep copies");
