@@ -498,6 +498,19 @@ void contract_descriptor(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
       });
 }
 
+/// Host code: asks the cache for the `count` values at `row + ahead` (data the hardware prefetcher
+/// cannot foresee: a later row of one of several interleaved streams, a row picked by an index).
+/// A hint only: a prefetch never faults, also past the end of an array.
+template <class Scalar>
+inline void prefetch_ahead(Scalar const* row, int ahead, int count) {
+#if defined(__GNUC__)
+  char const* const p = reinterpret_cast<char const*>(row + ahead);
+  for (std::size_t b = 0; b < std::size_t(count) * sizeof(Scalar); b += 64) __builtin_prefetch(p + b, 0, 3);
+#else
+  (void)row, (void)ahead, (void)count;
+#endif
+}
+
 /// Columns 0..3 of row (i, slot) of `rows` (nloc, nnei, 4) times `scale` into `out`.
 template <class Scalar, class MemorySpace>
 KOKKOS_INLINE_FUNCTION void scaled_row(View3<Scalar, MemorySpace> const& rows, int i, int slot, Scalar scale,
@@ -562,6 +575,7 @@ void contract_rows(SeAInputs<Scalar, MemorySpace> const& in, MatrixView<Scalar, 
       scaled_row(v, i, slot, inv_nnei, vn);
       Scalar const v0 = vn[0], v1 = vn[1], v2 = vn[2], v3 = vn[3];
       Scalar const* const gv = &g_value(r, 0);
+      prefetch_ahead(gv, 4 * m1, m1);  // G comes from memory (G' is the chunk's, in cache)
       DPK_SIMD_LOOP
       for (int m = 0; m < m1; ++m) {
         Scalar const gtm = gr[m], gm = gv[m];
@@ -812,6 +826,15 @@ void embedding_cotangent_rows(SeAInputs<Scalar, MemorySpace> const& in, View3<Sc
       continue;
     }
     slot_term(i, in.rows.row_slot(r), o, false);
+    if (paired && r + 4 < r1) {  // a partner slot's rows of Rn, v, s' lie anywhere: fetch them early
+      int const ahead = in.rows.row_partner(r + 4);
+      if (ahead >= 0) {
+        int const c = ahead / nnei, slot = ahead % nnei;
+        prefetch_ahead(&in.env(c, slot, 0), 0, 4);
+        if (with_v) prefetch_ahead(&v(c, slot, 0), 0, 4);
+        if (folded) prefetch_ahead(&fold(c, slot, 0), 0, 4);
+      }
+    }
     int const partner = paired ? in.rows.row_partner(r) : -1;
     if (partner >= 0) slot_term(partner / nnei, partner % nnei, o, true);
   }
@@ -893,13 +916,15 @@ KOKKOS_INLINE_FUNCTION void environment_cotangent_row(Scalar const* a, int m1, S
 /// nn::NetworkFamily::set_unit_input_tangents) gs is made here instead of read: dE/dG_j =
 /// (1/nnei) sum_c Rn_jc A_c, so gs_j = dE/dG_j . dG/ds_j = (1/nnei) sum_c Rn_jc (A_c . dG/ds_j),
 /// four more dot products per row; neither dE/dG nor dE/ds goes through memory and no
-/// first-order pass through the embedding nets is needed. With paired rows the owner of a row
-/// also writes its reader's g while the row is in cache (each slot written by one thread).
+/// first-order pass through the embedding nets is needed. With paired rows a slot that reads
+/// its owner's row streams the forward pass's copies of G and dG/ds (`shared_g`, `shared_dg`,
+/// copy_shared_rows) in its own centre's loop, so each centre's A stays in cache.
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
                            View3<Scalar, MemorySpace> const& a, MatrixView<Scalar, MemorySpace> g,
                            MatrixView<Scalar, MemorySpace> gs, View3<Scalar, MemorySpace> const& out,
-                           MatrixView<Scalar, MemorySpace> dg_ds = {}) {
+                           MatrixView<Scalar, MemorySpace> dg_ds = {}, MatrixView<Scalar, MemorySpace> shared_g = {},
+                           MatrixView<Scalar, MemorySpace> shared_dg = {}) {
   static_assert(accessible_v<ExecutionSpace, MemorySpace>, DPK_ACCESSIBLE_MESSAGE);
   auto count = in.count;
   auto row_offset = in.rows.row_offset;
@@ -910,38 +935,45 @@ void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, Memory
   if constexpr (host_schedule_v<ExecutionSpace>) {
     auto env = in.env;
     auto pair = in.rows.slot_pair;
-    auto row_partner = in.rows.row_partner;
+    auto shared_begin = in.rows.shared_begin;
     bool const from_derivative = dg_ds.extent(0) > 0, paired = in.rows.paired;
-    require(!paired || from_derivative,
-            "environment_cotangent: paired rows need dE/ds from dG/ds (unit input tangents)");
-    // One slot's g into out(c, slot, .) from its row of G and dG/ds (or gs of the row).
-    auto slot_cotangent = [=](int const c, int const slot, int const row) {
-      Scalar const* const a_c = &a(c, 0, 0);
-      Scalar gs_c;
-      if (from_derivative) {
-        Scalar rn[4];
-        scaled_row(env, c, slot, inv_nnei, rn);
-        Scalar au[4] = {0, 0, 0, 0};
-        add_dot4<true>(a_c, m1, &dg_ds(row, 0), 1, m1, au);  // A_c . dG/ds
-        gs_c = rn[0] * au[0] + rn[1] * au[1] + rn[2] * au[2] + rn[3] * au[3];
-      } else {
-        gs_c = gs(row, 0);
-      }
-      environment_cotangent_row(a_c, m1, &g(row, 0), inv_nnei, gs_c, &out(c, slot, 0));
-    };
+    require(!paired || (from_derivative && shared_g.extent(0) >= std::size_t(in.rows.shared_rows) &&
+                        shared_dg.extent(0) >= std::size_t(in.rows.shared_rows)),
+            "environment_cotangent: paired rows need dE/ds from dG/ds (unit input tangents) and the shared rows' "
+            "copies of G and dG/ds");
     Kokkos::parallel_for(label, DynamicRangePolicy<ExecutionSpace>(space, 0, in.nloc), [=](int const i) {
+      Scalar const* const a_i = &a(i, 0, 0);
+      int k = paired ? shared_begin(i) : 0;  // this centre's reading slots' copies, in slot order
       for (int tj = 0; tj < ntypes; ++tj) {
         int const first = sel_offset(tj), slots = sel_offset(tj + 1) - first, n = count(i, tj);
         int row = row_offset(i, tj);  // the block's own rows, in slot order
         for (int j = 0; j < n; ++j) {
-          if (paired && EmbeddingRows<MemorySpace>::reads_owner(pair(i, first + j))) continue;  // done by its owner
-          slot_cotangent(i, first + j, row);
-          int const partner = paired ? row_partner(row) : -1;
-          if (partner >= 0) slot_cotangent(partner / nnei, partner % nnei, row);
-          ++row;
+          int const slot = first + j;
+          bool const reader = paired && EmbeddingRows<MemorySpace>::reads_owner(pair(i, slot));
+          Scalar const* const g_row = reader ? &shared_g(k, 0) : &g(row, 0);
+          Scalar const* const d_row = from_derivative ? (reader ? &shared_dg(k, 0) : &dg_ds(row, 0)) : nullptr;
+          // Owners read G and dG/ds, readers the copies, in an order the pair states decide and
+          // the hardware prefetcher does not follow: fetch the row two ahead in this slot's stream.
+          prefetch_ahead(g_row, 2 * m1, m1);
+          if (from_derivative) prefetch_ahead(d_row, 2 * m1, m1);
+          Scalar gs_j;
+          if (from_derivative) {
+            Scalar rn[4];
+            scaled_row(env, i, slot, inv_nnei, rn);
+            Scalar au[4] = {0, 0, 0, 0};
+            add_dot4<true>(a_i, m1, d_row, 1, m1, au);  // A_i . dG/ds
+            gs_j = rn[0] * au[0] + rn[1] * au[1] + rn[2] * au[2] + rn[3] * au[3];
+          } else {
+            gs_j = gs(row, 0);
+          }
+          environment_cotangent_row(a_i, m1, g_row, inv_nnei, gs_j, &out(i, slot, 0));
+          if (reader)
+            ++k;
+          else
+            ++row;
         }
         Scalar* const o = &out(i, first, 0);  // (slots, 4) rows of this block
-        for (int k = 4 * n; k < 4 * slots; ++k) o[k] = Scalar(0);
+        for (int z = 4 * n; z < 4 * slots; ++z) o[z] = Scalar(0);
       }
     });
     return;

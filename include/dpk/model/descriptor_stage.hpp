@@ -250,7 +250,8 @@ class DescriptorStage {
     Matrix const g = embedding_.output(0, rows);
     if constexpr (host_schedule_v<ExecutionSpace>) {
       if (embedding_.unit_tangents())  // dE/ds from dG/ds row by row (de_dg, de_ds are not written)
-        return environment_cotangent(space, layout.in, a, g, Matrix(), de_drn, embedding_.output_derivative(0, rows));
+        return environment_cotangent(space, layout.in, a, g, Matrix(), de_drn, embedding_.output_derivative(0, rows),
+                                     shared_g_rows(layout), shared_dg_rows(layout));
       if (embedding_.host_chunks()) {  // dE/dG made chunk by chunk (de_dg is not written)
         embedding_.backward_input_blocks(space, params, layout.embedding_parts, Matrix(), de_ds,
                                          first_order_seed(layout, a));
