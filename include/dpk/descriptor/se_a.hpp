@@ -402,6 +402,23 @@ inline void add_outer_product(Scalar* t, Scalar const* g, int m1, Scalar r0, Sca
   }
 }
 
+/// T'(c, m) += G'(m) rn_c + G(m) vn_c for the 4 x M1 block `t` of one centre (host thread):
+/// one slot's tangent term, with G' = `scale` x `gt` when Scaled (a shared row's dG/ds times the
+/// reading slot's own s'), else G' = `gt`.
+template <bool Scaled, class Scalar>
+inline void add_tangent_outer_product(Scalar* t, Scalar const* gt, Scalar scale, Scalar const* g, int m1,
+                                      Scalar const rn[4], Scalar const vn[4]) {
+  Scalar const r0 = rn[0], r1 = rn[1], r2 = rn[2], r3 = rn[3], v0 = vn[0], v1 = vn[1], v2 = vn[2], v3 = vn[3];
+  DPK_SIMD_LOOP
+  for (int m = 0; m < m1; ++m) {
+    Scalar const gtm = Scaled ? scale * gt[m] : gt[m], gm = g[m];
+    t[m] += gtm * r0 + gm * v0;
+    t[m1 + m] += gtm * r1 + gm * v1;
+    t[2 * m1 + m] += gtm * r2 + gm * v2;
+    t[3 * m1 + m] += gtm * r3 + gm * v3;
+  }
+}
+
 /// D_i(m, n) = sum_c T(c, m) T(c, n) into `dr` (M1 x M2, row-major) from the (4, M1) block `tr`
 /// of T; with a tangent, D' = sum_c T'(c, m) T(c, n) + T(c, m) T'(c, n) (tr: T', tv: T).
 /// `rows(m1, m2, f)` runs f(m, n) over the block (a team's lanes, or plain loops).
@@ -565,25 +582,16 @@ void contract_rows(SeAInputs<Scalar, MemorySpace> const& in, MatrixView<Scalar, 
     int const slot = in.rows.row_slot(r);
     Scalar rn[4];
     scaled_row(in.env, i, slot, inv_nnei, rn);
-    Scalar const r_0 = rn[0], r_1 = rn[1], r_2 = rn[2], r_3 = rn[3];
     Scalar* const t = partial + std::size_t(i) * 4 * m1;
     Scalar const* const gr = &g(r - r0, 0);
     if (!tangent) {
-      add_outer_product(t, gr, m1, r_0, r_1, r_2, r_3);
+      add_outer_product(t, gr, m1, rn[0], rn[1], rn[2], rn[3]);
     } else {
       Scalar vn[4];
       scaled_row(v, i, slot, inv_nnei, vn);
-      Scalar const v0 = vn[0], v1 = vn[1], v2 = vn[2], v3 = vn[3];
       Scalar const* const gv = &g_value(r, 0);
       prefetch_ahead(gv, 4 * m1, m1);  // G comes from memory (G' is the chunk's, in cache)
-      DPK_SIMD_LOOP
-      for (int m = 0; m < m1; ++m) {
-        Scalar const gtm = gr[m], gm = gv[m];
-        t[m] += gtm * r_0 + gm * v0;
-        t[m1 + m] += gtm * r_1 + gm * v1;
-        t[2 * m1 + m] += gtm * r_2 + gm * v2;
-        t[3 * m1 + m] += gtm * r_3 + gm * v3;
-      }
+      add_tangent_outer_product<false>(t, gr, Scalar(1), gv, m1, rn, vn);
     }
   }
 }
@@ -645,16 +653,8 @@ void finish_contraction(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpa
           }
           Scalar vn[4];
           scaled_row(v, i, slot, inv_nnei, vn);
-          Scalar const st = v(i, slot, 0);  // this slot's s'
-          Scalar const* const dr = &shared_dg(k++, 0);
-          DPK_SIMD_LOOP
-          for (int m = 0; m < m1; ++m) {
-            Scalar const gtm = st * dr[m], gm = gr[m];
-            tr[m] += gtm * rn[0] + gm * vn[0];
-            tr[m1 + m] += gtm * rn[1] + gm * vn[1];
-            tr[2 * m1 + m] += gtm * rn[2] + gm * vn[2];
-            tr[3 * m1 + m] += gtm * rn[3] + gm * vn[3];
-          }
+          // G' = s' dG/ds with this slot's own s'
+          add_tangent_outer_product<true>(tr, &shared_dg(k++, 0), v(i, slot, 0), gr, m1, rn, vn);
         }
         for (int tj = 0; !tangent && tj < ntypes; ++tj) {
           int const empty = sel_offset(tj + 1) - sel_offset(tj) - count(i, tj);
