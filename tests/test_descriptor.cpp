@@ -8,11 +8,14 @@
 
 #include <dpk/descriptor/environment_matrix.hpp>
 #include <dpk/descriptor/force_virial.hpp>
+#include <dpk/descriptor/se_a.hpp>
 #include <dpk/descriptor/statistics.hpp>
 #include <dpk/neighbor/neighbor_search.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <numeric>
+#include <random>
 
 using dpk_test::HostBatch;
 using dpk_test::make_frames;
@@ -522,3 +525,47 @@ TEST_CASE_TEMPLATE_DEFINE("force/virial adjoint satisfies <v, g> = <cF, F(g)> + 
         for (int k = 0; k < 4; ++k) CHECK(vh(i, s, k) == Scalar(0));
 }
 TEST_CASE_TEMPLATE_APPLY(adjoint, dpk_test::SpacesAndScalars);
+
+TEST_CASE_TEMPLATE("one centre's descriptor cotangent equals a plain loop and blas::gemm's two products", Scalar, double,
+                   float) {
+  // out = [out +] T[:, :m2] gD^T, then out[:, :m2] += T gD: the AVX-512 tile kernel where it is compiled
+  // in (m2 one or two vectors; partial last tiles, passes of 64 rows), blas::gemm otherwise.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> uniform(-1, 1);
+  std::vector<std::pair<int, int>> const shapes = {{100, 16}, {200, 16}, {25, 16}, {40, 32}, {130, 8}, {16, 16}, {30, 12}};
+  for (auto const& shape : shapes) {
+    int const m1 = shape.first, m2 = shape.second;
+    for (bool const accumulate : {false, true}) {
+      CAPTURE(m1);
+      CAPTURE(m2);
+      CAPTURE(accumulate);
+      std::vector<Scalar> t(4 * m1), gd(std::size_t(m1) * m2), out(4 * m1), start(4 * m1);
+      for (auto& x : t) x = Scalar(uniform(rng));
+      for (auto& x : gd) x = Scalar(uniform(rng));
+      for (auto& x : start) x = Scalar(uniform(rng));
+      out = start;
+      dpk::descriptor_cotangent_centre(t.data(), gd.data(), m1, m2, accumulate, out.data());
+      // The plain loop in long double.
+      double error = 0, scale = 0;
+      for (int c = 0; c < 4; ++c)
+        for (int m = 0; m < m1; ++m) {
+          long double want = accumulate ? start[c * m1 + m] : 0;
+          for (int n = 0; n < m2; ++n) want += (long double)t[c * m1 + n] * gd[m * m2 + n];
+          if (m < m2)
+            for (int mm = 0; mm < m1; ++mm) want += (long double)t[c * m1 + mm] * gd[mm * m2 + m];
+          error = std::max(error, std::fabs(double(want) - double(out[c * m1 + m])));
+          scale = std::max(scale, std::fabs(double(want)));
+        }
+      CHECK(error <= (std::is_same_v<Scalar, double> ? 1e-14 : 1e-5) * scale);
+      // The same bits as blas::gemm's two calls (what the kernel replaces).
+      std::vector<Scalar> by_gemm = start;
+      using Host = Kokkos::View<Scalar**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+      Host const t_i(t.data(), 4, m1), gd_i(gd.data(), m1, m2), out_i(by_gemm.data(), 4, m1);
+      auto const first = std::make_pair(0, m2);
+      dpk::blas::gemm(dpk::InThread{}, "N", "T", Scalar(1), Kokkos::subview(t_i, Kokkos::ALL(), first), gd_i,
+                      accumulate ? Scalar(1) : Scalar(0), out_i);
+      dpk::blas::gemm(dpk::InThread{}, "N", "N", Scalar(1), t_i, gd_i, Scalar(1), Kokkos::subview(out_i, Kokkos::ALL(), first));
+      CHECK(std::memcmp(by_gemm.data(), out.data(), out.size() * sizeof(Scalar)) == 0);
+    }
+  }
+}

@@ -677,10 +677,91 @@ void finish_contraction(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpa
   space.fence();
 }
 
+#if defined(DPK_HAS_SMALL_GEMM)
+/// descriptor_cotangent_centre with dpk's AVX-512 kernels, m2 = NV vectors: tile by tile of
+/// `lanes` rows of gD, the tile transposed through registers for the first product and its rows
+/// as they lie for the second; each element summed as small_gemm sums it.
+template <class Scalar, int NV>
+void descriptor_cotangent_tiles(Scalar const* t, Scalar const* gd, int m1, bool accumulate, Scalar* out,
+                                Scalar const* next_gd) {
+  using S = blas::detail::Simd512<Scalar>;
+  using Vec = typename S::Vec;
+  constexpr int lanes = S::lanes, m2 = NV * lanes, kc = blas::detail::small_gemm_kc;
+  static_assert(kc % lanes == 0, "a pass of the second product ends on a tile boundary");
+  alignas(64) Scalar tile[lanes * m2];     // the last tile of gD when partial, zero rows below
+  alignas(64) Scalar columns[m2 * lanes];  // a tile transposed: row n holds gD(m0 .. m0 + lanes, n)
+  Vec acc2[4][NV];                         // the second product's running pass
+  for (int c = 0; c < 4; ++c)
+    for (int v = 0; v < NV; ++v) acc2[c][v] = S::zero();
+  for (int m0 = 0; m0 < m1; m0 += lanes) {
+    int const rows = m1 - m0 < lanes ? m1 - m0 : lanes;
+    Scalar const* src = gd + std::size_t(m0) * m2;
+    if (next_gd != nullptr) prefetch_ahead(next_gd, m0 * m2, rows * m2);  // the same tile of the next centre
+    if (rows < lanes) {
+      for (int k = 0; k < lanes * m2; ++k) tile[k] = k < rows * m2 ? src[k] : Scalar(0);
+      src = tile;
+    }
+    for (int v = 0; v < NV; ++v) blas::detail::transpose_tile(src + v * lanes, m2, columns + v * lanes * lanes, lanes);
+    // out(c, m0 ..) [+]= sum_n T(c, n) gD(m, n), n in order
+    Vec acc1[4] = {S::zero(), S::zero(), S::zero(), S::zero()};
+    for (int n = 0; n < m2; ++n) {
+      Vec const col = S::load(columns + n * lanes);
+      for (int c = 0; c < 4; ++c) acc1[c] = S::fma(S::broadcast(t + c * m1 + n), col, acc1[c]);
+    }
+    auto const mask = S::mask(rows);
+    for (int c = 0; c < 4; ++c) {
+      Scalar* const o = out + c * m1 + m0;
+      S::store(o, accumulate ? S::add(S::load(o, mask), acc1[c]) : acc1[c], mask);
+    }
+    // this tile's terms of out(c, j < m2) += sum_mm T(c, mm) gD(mm, j)
+    for (int r = 0; r < rows; ++r) {
+      Vec g[NV];
+      for (int v = 0; v < NV; ++v) g[v] = S::load(src + r * m2 + v * lanes);
+      for (int c = 0; c < 4; ++c) {
+        Vec const tc = S::broadcast(t + c * m1 + m0 + r);
+        for (int v = 0; v < NV; ++v) acc2[c][v] = S::fma(tc, g[v], acc2[c][v]);
+      }
+    }
+    if ((m0 + rows) % kc != 0 && m0 + rows != m1) continue;
+    for (int c = 0; c < 4; ++c)  // a pass of kc rows ends: out[:, :m2] += it
+      for (int v = 0; v < NV; ++v) {
+        Scalar* const o = out + c * m1 + v * lanes;
+        S::store(o, S::add(S::load(o), acc2[c][v]));
+        acc2[c][v] = S::zero();
+      }
+  }
+}
+#endif
+
+/// One centre's cotangent of T on the host: out (4 x m1) = [out +] T[:, :m2] gD^T, then
+/// out[:, :m2] += T gD (T: 4 x m1, gD: m1 x m2, rows contiguous): with dpk's AVX-512 kernels and
+/// m2 one or two vectors, descriptor_cotangent_tiles (one pass over gD, the same bits as
+/// blas::gemm's two calls, which transposed gD into a copy for the first), else those two calls.
+template <class Scalar>
+void descriptor_cotangent_centre(Scalar const* t, Scalar const* gd, int m1, int m2, bool accumulate, Scalar* out,
+                                 Scalar const* next_gd = nullptr) {
+#if defined(DPK_HAS_SMALL_GEMM)
+  if constexpr (std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>) {
+    constexpr int lanes = blas::detail::Simd512<Scalar>::lanes;
+    if (m2 <= m1 && blas::detail::small_gemm_enabled()) {
+      if (m2 == lanes) return descriptor_cotangent_tiles<Scalar, 1>(t, gd, m1, accumulate, out, next_gd);
+      if (m2 == 2 * lanes) return descriptor_cotangent_tiles<Scalar, 2>(t, gd, m1, accumulate, out, next_gd);
+    }
+  }
+#endif
+  using Host = Kokkos::View<Scalar**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  Host const t_i(const_cast<Scalar*>(t), 4, m1), gd_i(const_cast<Scalar*>(gd), m1, m2), out_i(out, 4, m1);
+  auto const first_m2 = std::make_pair(0, m2);
+  // out(c, m) [+]= sum_n T(c, n) gD(m, n);  out(c, m < m2) += sum_mm T(c, mm) gD(mm, m)
+  blas::gemm(InThread{}, "N", "T", Scalar(1), Kokkos::subview(t_i, Kokkos::ALL(), first_m2), gd_i,
+             accumulate ? Scalar(1) : Scalar(0), out_i);
+  blas::gemm(InThread{}, "N", "N", Scalar(1), t_i, gd_i, Scalar(1), Kokkos::subview(out_i, Kokkos::ALL(), first_m2));
+}
+
 /// Cotangent of T from a cotangent of D (M1 x M2, row position(i) of `gd`):
 /// out = gD T< + pad(gD^T T), written (accumulate = false) or added (true) into `out` (nloc, 4, M1).
-/// Host threads take whole centres, two small GEMMs each (4 x M1 and 4 x M2 outputs); the
-/// device schedule one (centre, m) pair per thread.
+/// Host threads take whole centres (descriptor_cotangent_centre); the device schedule one
+/// (centre, m) pair per thread.
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 void descriptor_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
                           MatrixView<Scalar, MemorySpace> gd, View3<Scalar, MemorySpace> const& t,
@@ -691,21 +772,18 @@ void descriptor_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemoryS
   int const centre_rows = in.centre_rows < 0 ? in.nloc : in.centre_rows;
   char const* const label = "dpk::descriptor::SeA::Descriptor_cotangent";
   if constexpr (host_schedule_v<ExecutionSpace>) {
+    int const nloc = in.nloc;
     Kokkos::parallel_for(label, DynamicRangePolicy<ExecutionSpace>(space, 0, in.nloc), [=](int const i) {
       int const p = position(i);
-      MatrixView<Scalar, MemorySpace> const out_i(&out(i, 0, 0), 4, m1), t_i(&t(i, 0, 0), 4, m1);
+      Scalar* const out_i = &out(i, 0, 0);
       if (p >= centre_rows) {  // not a centre: gD = 0, so a zero cotangent
         if (!accumulate)
-          for (int c = 0; c < 4; ++c)
-            for (int m = 0; m < m1; ++m) out_i(c, m) = Scalar(0);
+          for (int k = 0; k < 4 * m1; ++k) out_i[k] = Scalar(0);
         return;
       }
-      MatrixView<Scalar, MemorySpace> const gd_i(&gd(p, 0), m1, m2);  // gD of centre i
-      auto const first_m2 = std::make_pair(0, m2);
-      // out(c, m) [+]= sum_n T(c, n) gD(m, n);  out(c, m < m2) += sum_mm T(c, mm) gD(mm, m)
-      blas::gemm(InThread{}, "N", "T", Scalar(1), Kokkos::subview(t_i, Kokkos::ALL(), first_m2), gd_i,
-                 accumulate ? Scalar(1) : Scalar(0), out_i);
-      blas::gemm(InThread{}, "N", "N", Scalar(1), t_i, gd_i, Scalar(1), Kokkos::subview(out_i, Kokkos::ALL(), first_m2));
+      int const next = i + 1 < nloc ? position(i + 1) : centre_rows;  // its gD is fetched meanwhile
+      descriptor_cotangent_centre(&t(i, 0, 0), &gd(p, 0), m1, m2, accumulate, out_i,
+                                  next < centre_rows ? &gd(next, 0) : nullptr);
     });
     return;
   }
