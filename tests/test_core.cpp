@@ -5,6 +5,7 @@
 #include "execution_spaces.hpp"
 
 #include <dpk/core/compat.hpp>
+#include <dpk/core/env_switch.hpp>
 #include <dpk/core/gemm.hpp>
 #include <dpk/core/types.hpp>
 
@@ -420,6 +421,24 @@ TEST_CASE("large host workspaces are advised huge pages unless DPK_HUGE_PAGES=0;
   ::unsetenv("DPK_HUGE_PAGES");
 }
 #endif
+
+TEST_CASE("env_count: unset or empty gives the default, digits up to the bound the value, anything else an error") {
+  char const* const name = "DPK_TEST_ENV_COUNT";
+  ::unsetenv(name);
+  CHECK(dpk::env_count(name, 128, 1000, "a count") == 128);
+  for (std::string const good : {"", "0", "7", "1000", "0012"}) {
+    CAPTURE(good);
+    ::setenv(name, good.c_str(), 1);
+    CHECK(dpk::env_count(name, 128, 1000, "a count") == (good.empty() ? 128 : std::stoi(good)));
+  }
+  for (std::string const bad : {"1001", "-1", "+5", " 5", "5 ", "12x", "x", "99999999999999999999"}) {
+    CAPTURE(bad);
+    ::setenv(name, bad.c_str(), 1);
+    CHECK_THROWS_WITH_AS(dpk::env_count(name, 128, 1000, "a count 0..1000"),
+                         doctest::Contains(("DPK_TEST_ENV_COUNT: expected a count 0..1000, got '" + bad + "'").c_str()), dpk::Error);
+  }
+  ::unsetenv(name);
+}
 
 TEST_CASE("Kokkos thread option is spelled for the Kokkos in use") {
   char a0[] = "prog", a1[] = "--kokkos-num-threads=3", a2[] = "--kokkos-threads=2", a3[] = "--other=1";

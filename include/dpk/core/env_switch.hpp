@@ -1,10 +1,11 @@
 #pragma once
 /// \file env_switch.hpp
-/// \brief On/off switches read from environment variables (DPK_HUGE_PAGES,
-/// DPK_EMBEDDING_UNIT_TANGENTS, DPK_EMBEDDING_PAIR_ROWS; docs/tuning.md).
+/// \brief On/off switches and counts read from environment variables (DPK_HUGE_PAGES,
+/// DPK_EMBEDDING_UNIT_TANGENTS, DPK_EMBEDDING_PAIR_ROWS, DPK_EMBEDDING_CHUNK_ROWS; docs/tuning.md).
 
 #include <dpk/core/error.hpp>
 
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 
@@ -18,6 +19,20 @@ inline bool env_switch(char const* name, bool fallback, char const* expected = "
   std::string const value(env);
   require(value == "0" || value == "1", std::string(name) + ": expected " + expected + ", got '" + value + "'");
   return value == "1";
+}
+
+/// The integer environment variable `name` in [0, max]: `fallback` when unset or empty, else its
+/// value (decimal digits only); anything else is a dpk::Error naming the variable, the value and
+/// `expected`.
+inline int env_count(char const* name, int fallback, int max, char const* expected) {
+  char const* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return fallback;
+  char* end = nullptr;
+  errno = 0;
+  long const value = std::strtol(env, &end, 10);
+  require(*env >= '0' && *env <= '9' && *end == '\0' && errno == 0 && value <= max,
+          std::string(name) + ": expected " + expected + ", got '" + env + "'");
+  return static_cast<int>(value);
 }
 
 }  // namespace dpk

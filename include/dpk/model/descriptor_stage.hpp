@@ -332,13 +332,7 @@ class DescriptorStage {
   /// Default rows per embedding chunk: DPK_EMBEDDING_CHUNK_ROWS if set, else 128 (measured on
   /// water: 64-512 within noise of each other, 32 slower, 0 about 15 % slower).
   static int default_embedding_chunk_rows() {
-    char const* env = std::getenv("DPK_EMBEDDING_CHUNK_ROWS");
-    if (env == nullptr || *env == '\0') return 128;
-    char* end = nullptr;
-    long const rows = std::strtol(env, &end, 10);
-    require(*end == '\0' && rows >= 0 && rows <= (1 << 20),
-            std::string("DPK_EMBEDDING_CHUNK_ROWS: expected a row count 0..1048576 (0: no chunks), got '") + env + "'");
-    return static_cast<int>(rows);
+    return env_count("DPK_EMBEDDING_CHUNK_ROWS", 128, 1 << 20, "a row count 0..1048576 (0: no chunks)");
   }
 
   /// The chunked passes' partial T sums, one (nloc, 4, M1) array per neighbour type, zeroed
