@@ -733,10 +733,23 @@ void descriptor_cotangent_tiles(Scalar const* t, Scalar const* gd, int m1, bool 
 }
 #endif
 
-/// One centre's cotangent of T on the host: out (4 x m1) = [out +] T[:, :m2] gD^T, then
-/// out[:, :m2] += T gD (T: 4 x m1, gD: m1 x m2, rows contiguous): with dpk's AVX-512 kernels and
-/// m2 one or two vectors, descriptor_cotangent_tiles (one pass over gD, the same bits as
-/// blas::gemm's two calls, which transposed gD into a copy for the first), else those two calls.
+/// One centre's cotangent of T on the host through blas::gemm: out (4 x m1) = [out +]
+/// T[:, :m2] gD^T, then out[:, :m2] += T gD (T: 4 x m1, gD: m1 x m2, rows contiguous; m2 <= m1).
+template <class Scalar>
+void descriptor_cotangent_gemms(Scalar const* t, Scalar const* gd, int m1, int m2, bool accumulate, Scalar* out) {
+  using Matrix = MatrixView<Scalar, Kokkos::HostSpace>;
+  Matrix const t_i(const_cast<Scalar*>(t), 4, m1), gd_i(const_cast<Scalar*>(gd), m1, m2), out_i(out, 4, m1);
+  auto const first_m2 = std::make_pair(0, m2);
+  // out(c, m) [+]= sum_n T(c, n) gD(m, n);  out(c, m < m2) += sum_mm T(c, mm) gD(mm, m)
+  blas::gemm(InThread{}, "N", "T", Scalar(1), Kokkos::subview(t_i, Kokkos::ALL(), first_m2), gd_i,
+             accumulate ? Scalar(1) : Scalar(0), out_i);
+  blas::gemm(InThread{}, "N", "N", Scalar(1), t_i, gd_i, Scalar(1), Kokkos::subview(out_i, Kokkos::ALL(), first_m2));
+}
+
+/// descriptor_cotangent_gemms' result: with dpk's AVX-512 kernels and m2 one or two vectors from
+/// descriptor_cotangent_tiles (one pass over gD, the same bits as the two blas::gemm calls, which
+/// transposed gD into a copy for the first), else from those two calls. `next_gd`: the next
+/// centre's gD, fetched meanwhile (or nullptr).
 template <class Scalar>
 void descriptor_cotangent_centre(Scalar const* t, Scalar const* gd, int m1, int m2, bool accumulate, Scalar* out,
                                  Scalar const* next_gd = nullptr) {
@@ -749,13 +762,8 @@ void descriptor_cotangent_centre(Scalar const* t, Scalar const* gd, int m1, int 
     }
   }
 #endif
-  using Host = Kokkos::View<Scalar**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  Host const t_i(const_cast<Scalar*>(t), 4, m1), gd_i(const_cast<Scalar*>(gd), m1, m2), out_i(out, 4, m1);
-  auto const first_m2 = std::make_pair(0, m2);
-  // out(c, m) [+]= sum_n T(c, n) gD(m, n);  out(c, m < m2) += sum_mm T(c, mm) gD(mm, m)
-  blas::gemm(InThread{}, "N", "T", Scalar(1), Kokkos::subview(t_i, Kokkos::ALL(), first_m2), gd_i,
-             accumulate ? Scalar(1) : Scalar(0), out_i);
-  blas::gemm(InThread{}, "N", "N", Scalar(1), t_i, gd_i, Scalar(1), Kokkos::subview(out_i, Kokkos::ALL(), first_m2));
+  (void)next_gd;
+  descriptor_cotangent_gemms(t, gd, m1, m2, accumulate, out);
 }
 
 /// Cotangent of T from a cotangent of D (M1 x M2, row position(i) of `gd`):
