@@ -7,13 +7,17 @@
 #include "execution_spaces.hpp"
 
 #include <dpk/core/activation.hpp>
+#include <dpk/core/for_each.hpp>
 #include <dpk/model/parameters.hpp>
 #include <dpk/nn/network.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -330,6 +334,47 @@ TEST_CASE_TEMPLATE("activation tanh equals libm tanh, including signed zeros, in
   CHECK(std::isnan(dpk::math::activation_tanh(std::numeric_limits<Scalar>::quiet_NaN())));
   CHECK(!std::signbit(dpk::math::activation_tanh(Scalar(0))));
   CHECK(std::signbit(dpk::math::activation_tanh(Scalar(-0.0))));
+}
+
+namespace {
+/// activation_tanh in a call of its own (not vectorised with its caller's loop).
+template <class Scalar>
+[[gnu::noinline]] Scalar scalar_tanh(Scalar x) {
+  return dpk::math::activation_tanh(x);
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("activation tanh in a vectorised loop (as the layers run it) has the bits of the scalar call", Scalar,
+                   double, float) {
+  // The layers apply tanh over whole chunks in one DPK_SIMD_LOOP; with AVX2 (no 64-bit arithmetic
+  // shifts or integer conversions) as with AVX-512 the loop must give the scalar function's bits.
+  using Int = std::conditional_t<sizeof(Scalar) == 8, std::int64_t, std::int32_t>;
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> wide(-25, 25), narrow(-1e-3, 1e-3);
+  std::vector<Scalar> x;
+  for (int i = 0; i < 20000; ++i) x.push_back(Scalar(i % 2 ? wide(rng) : narrow(rng)));
+  for (int i = 0; i < 5000; ++i) {  // any bit pattern: huge, tiny, subnormal, infinite, NaN
+    Int const bits = Int(rng());
+    Scalar v;
+    std::memcpy(&v, &bits, sizeof v);
+    x.push_back(v);
+  }
+  Scalar const inf = std::numeric_limits<Scalar>::infinity();
+  for (Scalar v : {Scalar(0), Scalar(-0.0), inf, -inf, std::numeric_limits<Scalar>::quiet_NaN(), Scalar(20), Scalar(9),
+                   std::numeric_limits<Scalar>::denorm_min()})
+    x.push_back(v);
+  std::vector<Scalar> h(x.size());
+  Scalar const* const in = x.data();
+  Scalar* const out = h.data();
+  std::size_t const n = x.size();
+  DPK_SIMD_LOOP
+  for (std::size_t i = 0; i < n; ++i) out[i] = dpk::math::activation_tanh(in[i]);
+  int differ = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    Scalar const want = scalar_tanh(x[i]);
+    if (std::memcmp(&want, &h[i], sizeof want) != 0 && !(std::isnan(want) && std::isnan(h[i]))) ++differ;
+  }
+  CHECK(differ == 0);
 }
 
 TEST_CASE("parameter layout follows DeePMD-kit's tensor names and counts") {

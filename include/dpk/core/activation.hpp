@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace dpk::math {
 
@@ -86,25 +87,31 @@ struct Ln2<float> {
 
 /// tanh on the host: tanh|x| = -e / (2 + e) with e = expm1(-2|x|), |x| clamped where tanh
 /// rounds to 1 (20 in double, 9 in float); expm1(-y) = 2^-n (e^-r - 1) + (2^-n - 1) with
-/// y = n ln2 + r. Sign restored by bits; NaN passes through.
+/// y = n ln2 + r. Sign restored by bits; NaN passes through. Only operations that AVX2 has for
+/// 64-bit lanes (no arithmetic 64-bit shift, no 64-bit integer <-> double conversion: n, at most
+/// 58, goes through 32 bits), so that double loops vectorise without AVX-512 too.
 template <class Scalar>
 inline Scalar tanh_host(Scalar x) {
   using Bits = FloatBits<Scalar>;
   using Int = typename Bits::Int;
+  using UInt = std::make_unsigned_t<Int>;
+  constexpr int top = 8 * int(sizeof(Int)) - 1;
   Int const x_bits = bits_as<Int>(x);
   Int const abs_bits = x_bits & Bits::magnitude;
   Int const limit = bits_as<Int>(sizeof(Scalar) == 8 ? Scalar(20) : Scalar(9));
-  // min(abs_bits, limit) without a compare: both non-negative, so the difference cannot overflow.
+  // min(abs_bits, limit) without a compare: both non-negative, so the difference cannot overflow;
+  // its sign bit, spread by a logical shift and a negation, selects it.
   Int const diff = abs_bits - limit;
-  Scalar const y = Scalar(2) * bits_as<Scalar>(Int(limit + (diff & (diff >> (8 * sizeof(Int) - 1)))));
-  Int const n = static_cast<Int>(y * Ln2<Scalar>::inv + Scalar(0.5));
+  Int const below = Int(UInt(0) - (UInt(diff) >> top));
+  Scalar const y = Scalar(2) * bits_as<Scalar>(Int(limit + (diff & below)));
+  std::int32_t const n = static_cast<std::int32_t>(y * Ln2<Scalar>::inv + Scalar(0.5));
   Scalar const nf = static_cast<Scalar>(n);
   Scalar const r = -((y - nf * Ln2<Scalar>::hi) - nf * Ln2<Scalar>::lo);
   Scalar const scale = bits_as<Scalar>(Int(Int(Bits::bias - n) << Bits::mantissa));  // 2^-n
   Scalar const e = scale * expm1_reduced(r) + (scale - Scalar(1));
   Int const t_bits = bits_as<Int>((Scalar(0) - e) / (Scalar(2) + e)) ^ (x_bits & Bits::sign);
   // NaN (abs_bits > infinity): all-ones mask selects x itself.
-  Int const nan_mask = (Bits::infinity - abs_bits) >> (8 * sizeof(Int) - 1);
+  Int const nan_mask = Int(UInt(0) - (UInt(Bits::infinity - abs_bits) >> top));
   return bits_as<Scalar>(Int((t_bits & ~nan_mask) | (x_bits & nan_mask)));
 }
 
