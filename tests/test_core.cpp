@@ -233,7 +233,7 @@ TEST_CASE_TEMPLATE("in-thread gemm (host BLAS and KokkosBatched serial) equals p
     }
 }
 
-TEST_CASE_TEMPLATE("in-thread gemm on the skinny shapes of the nets (dpk's AVX-512 kernel where compiled in) equals plain loops",
+TEST_CASE_TEMPLATE("in-thread gemm on the skinny shapes of the nets (dpk's AVX-512 or AVX2 kernel where compiled in) equals plain loops",
                    Scalar, double, float) {
   // Shapes around the kernel's vector, panel and register-block edges (n: 1 .. 8 vectors per
   // panel and a tail, one or two panels; m: row blocks of 3, 5 or 8 and the single rows after

@@ -528,11 +528,11 @@ TEST_CASE_TEMPLATE_APPLY(adjoint, dpk_test::SpacesAndScalars);
 
 TEST_CASE_TEMPLATE("one centre's descriptor cotangent equals a plain loop and blas::gemm's two products", Scalar, double,
                    float) {
-  // out = [out +] T[:, :m2] gD^T, then out[:, :m2] += T gD: the AVX-512 tile kernel where it is compiled
-  // in (m2 one or two vectors; partial last tiles, passes of 64 rows), blas::gemm otherwise.
+  // out = [out +] T[:, :m2] gD^T, then out[:, :m2] += T gD: the tile kernel where it is compiled in
+  // (AVX-512 or AVX2; m2 one or two vectors; partial last tiles, passes of 64 rows), blas::gemm otherwise.
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> uniform(-1, 1);
-  std::vector<std::pair<int, int>> const shapes = {{100, 16}, {200, 16}, {25, 16}, {40, 32}, {130, 8}, {16, 16}, {30, 12}};
+  std::vector<std::pair<int, int>> const shapes = {{100, 16}, {200, 16}, {25, 16}, {40, 32}, {130, 8}, {16, 16}, {30, 12}, {50, 4}};
   for (auto const& shape : shapes) {
     int const m1 = shape.first, m2 = shape.second;
     for (bool const accumulate : {false, true}) {

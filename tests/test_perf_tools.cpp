@@ -123,23 +123,27 @@ TEST_CASE("BLAS threads: set and read back through OpenBLAS when it is linked") 
 
 TEST_CASE("BLAS kernels: the banner names OpenBLAS' kernel set and flags a pin that leaves AVX-512 unused") {
   using dpk::program::describe_blas_kernels;
-  CHECK(describe_blas_kernels("", nullptr, true, false) == "BLAS kernels: not OpenBLAS");
-  CHECK(describe_blas_kernels("SkylakeX", nullptr, true, false) ==
+  CHECK(describe_blas_kernels("", nullptr, true, "") == "BLAS kernels: not OpenBLAS");
+  CHECK(describe_blas_kernels("SkylakeX", nullptr, true, "") ==
         "BLAS kernels: OpenBLAS SkylakeX (OpenBLAS' choice for this CPU)");
   // Pinned to AVX2 kernels on an AVX-512 CPU: kept, with a hint naming the variable.
-  std::string const pinned = describe_blas_kernels("Haswell", "Haswell", true, true);
+  std::string const pinned = describe_blas_kernels("Haswell", "Haswell", true, "AVX-512");
   CHECK(pinned.find("pinned by OPENBLAS_CORETYPE=Haswell") != std::string::npos);
   CHECK(pinned.find("dpk's AVX-512 kernel") != std::string::npos);
   CHECK(pinned.find("unset OPENBLAS_CORETYPE") != std::string::npos);
   CHECK(pinned.find("dpk's kernel covers the networks") != std::string::npos);
   // With dpk's kernel off (DPK_SMALL_GEMM=0) the BLAS runs every product: the plain hint.
-  std::string const pinned_blas = describe_blas_kernels("Haswell", "Haswell", true, false);
+  std::string const pinned_blas = describe_blas_kernels("Haswell", "Haswell", true, "");
   CHECK(pinned_blas.find("unset OPENBLAS_CORETYPE for faster GEMMs") != std::string::npos);
   CHECK(pinned_blas.find("dpk's") == std::string::npos);
+  // An AVX2 CPU with dpk's AVX2 kernel on: named, no hint.
+  CHECK(describe_blas_kernels("Zen", nullptr, false, "AVX2") ==
+        "BLAS kernels: OpenBLAS Zen (OpenBLAS' choice for this CPU); the networks' products: dpk's AVX2 kernel "
+        "(DPK_SMALL_GEMM=0: the BLAS)");
   // No hint when the CPU has no AVX-512, or when the pinned set uses it.
-  CHECK(describe_blas_kernels("Haswell", "Haswell", false, false) ==
+  CHECK(describe_blas_kernels("Haswell", "Haswell", false, "") ==
         "BLAS kernels: OpenBLAS Haswell (pinned by OPENBLAS_CORETYPE=Haswell)");
-  CHECK(describe_blas_kernels("Cooperlake", "cooperlake", true, false).find("unset") == std::string::npos);
+  CHECK(describe_blas_kernels("Cooperlake", "cooperlake", true, "").find("unset") == std::string::npos);
   CHECK(dpk::blas_kernels_use_avx512("SapphireRapids"));
   CHECK_FALSE(dpk::blas_kernels_use_avx512("Zen"));
   // This process: OpenBLAS (when linked) names the set it runs.

@@ -33,18 +33,18 @@ inline std::string configure_blas_threads(int kokkos_threads, int default_thread
 
 /// The banner's description of the BLAS kernels: `name` (OpenBLAS' kernel set, "" when another
 /// BLAS), whether OPENBLAS_CORETYPE pinned it (`pinned`: its value, or nullptr), whether dpk's
-/// own AVX-512 kernel takes the networks' products (`own_small`,
-/// blas::detail::small_gemm_enabled), and, when the pin keeps an AVX-512 CPU (`cpu_avx512`) on
+/// own small-matrix kernel takes the networks' products (`own_small`: its instruction set,
+/// blas::detail::small_gemm_isa, or "" when blas::detail::small_gemm_enabled is false), and, when the pin keeps an AVX-512 CPU (`cpu_avx512`) on
 /// kernels without AVX-512, a hint: the environment's choice is kept (dpk never changes it);
 /// with dpk's kernel on, only what it does not take runs on those kernels (docs/tuning.md,
 /// "BLAS kernels").
 inline std::string describe_blas_kernels(std::string const& name, char const* pinned, bool cpu_avx512,
-                                         bool own_small) {
+                                         std::string const& own_small) {
   std::string line = name.empty() ? "BLAS kernels: not OpenBLAS" : "BLAS kernels: OpenBLAS " + name;
   if (!name.empty()) line += pinned ? std::string(" (pinned by OPENBLAS_CORETYPE=") + pinned + ")" : " (OpenBLAS' choice for this CPU)";
-  if (own_small) line += "; the networks' products: dpk's AVX-512 kernel (DPK_SMALL_GEMM=0: the BLAS)";
+  if (!own_small.empty()) line += "; the networks' products: dpk's " + own_small + " kernel (DPK_SMALL_GEMM=0: the BLAS)";
   if (pinned && !name.empty() && cpu_avx512 && !blas_kernels_use_avx512(name))
-    line += own_small ? "; this CPU has AVX-512, which OpenBLAS' kernels leave unused (dpk's kernel covers the "
+    line += !own_small.empty() ? "; this CPU has AVX-512, which OpenBLAS' kernels leave unused (dpk's kernel covers the "
                         "networks; unset OPENBLAS_CORETYPE to let OpenBLAS use it too: docs/tuning.md, \"BLAS "
                         "kernels\")"
                       : "; this CPU has AVX-512, which these kernels leave unused: unset OPENBLAS_CORETYPE for "
@@ -58,9 +58,9 @@ inline std::string describe_blas_kernels() {
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
   avx512 = __builtin_cpu_supports("avx512f");
 #endif
-  bool own_small = false;
+  std::string own_small;
 #if defined(DPK_HAS_SMALL_GEMM)
-  own_small = blas::detail::small_gemm_enabled();
+  if (blas::detail::small_gemm_enabled()) own_small = blas::detail::small_gemm_isa;
 #endif
   return describe_blas_kernels(blas_kernel_name(), std::getenv("OPENBLAS_CORETYPE"), avx512, own_small);
 }

@@ -74,7 +74,7 @@ inline std::pair<std::size_t, std::size_t> block_columns(std::size_t columns, in
   return {edge(k), edge(k + 1)};
 }
 
-/// C = beta C + alpha op(A) op(B) on `space` in one call: on host spaces dpk's AVX-512 kernel
+/// C = beta C + alpha op(A) op(B) on `space` in one call: on host spaces dpk's small-matrix kernel
 /// when it takes the product (after a fence), else Kokkos Kernels (host BLAS / cuBLAS).
 template <class ExecutionSpace, class AView, class BView, class CView>
 void gemm_whole(ExecutionSpace const& space, const char* trans_a, const char* trans_b,

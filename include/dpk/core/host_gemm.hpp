@@ -81,20 +81,25 @@ void gemm_in_thread_batched(bool trans_a, bool trans_b, typename AView::const_va
     KokkosBatched::SerialGemm<Trans::Transpose, Trans::Transpose, Algo>::invoke(al, a, b, be, c);
 }
 
-/// Whether gemm_in_thread uses dpk's AVX-512 small-matrix kernel (core/small_gemm.hpp) when it
-/// is compiled in: DPK_SMALL_GEMM=1 / 0 forces it on / off; by default it is on when the host
-/// BLAS would not use AVX-512 for these products (OpenBLAS running a kernel set without it, e.g.
-/// pinned by OPENBLAS_CORETYPE=Haswell; or no host BLAS, leaving KokkosBatched's serial GEMM)
-/// and off otherwise. Water training step, one Zen 5 core (docs/performance.md, "Eleventh
-/// session"): against OpenBLAS' own AVX-512 kernels it lost by 3-6 % (float32 27.5-27.7 vs
-/// 25.8-26.5 ms, float64 50.5-50.8 vs 49.0-49.4), against its Haswell kernels it won (float32
-/// 28.0-28.6 vs 38.0-39.3 ms, float64 51.6 vs 74.7-76.8). Read once per process.
+/// Whether gemm_in_thread uses dpk's small-matrix kernel (core/small_gemm.hpp, AVX-512 or AVX2)
+/// when it is compiled in: DPK_SMALL_GEMM=1 / 0 forces it on / off. By default the AVX-512 kernel
+/// is on when the host BLAS would not use AVX-512 for these products (OpenBLAS running a kernel
+/// set without it, e.g. pinned by OPENBLAS_CORETYPE=Haswell; or no host BLAS, leaving
+/// KokkosBatched's serial GEMM) and off otherwise. Water training step, one Zen 5 core
+/// (docs/performance.md, "Eleventh session"): against OpenBLAS' own AVX-512 kernels it lost by
+/// 3-6 % (float32 27.5-27.7 vs 25.8-26.5 ms, float64 50.5-50.8 vs 49.0-49.4), against its Haswell
+/// kernels it won (float32 28.0-28.6 vs 38.0-39.3 ms, float64 51.6 vs 74.7-76.8). The AVX2 kernel
+/// is on by default only without a host BLAS: on Zen 3 it matched OpenBLAS' Zen kernels on the
+/// nets' shapes in cache but lost over the training step (float32 median 64.9 vs 57.2 ms, float64
+/// 120 vs 119; docs/performance.md, "Seventeenth session"). Read once per process.
 inline bool small_gemm_enabled() {
   static bool const enabled = [] {
     if (char const* v = std::getenv("DPK_SMALL_GEMM")) return std::strcmp(v, "0") != 0;
-#if defined(DPK_HAS_HOST_BLAS)
+#if defined(DPK_HAS_HOST_BLAS) && defined(DPK_SMALL_GEMM_AVX512)
     std::string const name = blas_kernel_name();
     return !name.empty() && !blas_kernels_use_avx512(name);
+#elif defined(DPK_HAS_HOST_BLAS)
+    return false;
 #else
     return true;
 #endif
@@ -103,7 +108,7 @@ inline bool small_gemm_enabled() {
 }
 
 #if defined(DPK_HAS_SMALL_GEMM)
-/// The operands of C = [C +] alpha op(A) op(B) for dpk's AVX-512 kernel from views (C and B
+/// The operands of C = [C +] alpha op(A) op(B) for dpk's small-matrix kernel from views (C and B
 /// with elements of unit stride along their rows; `accumulate` for beta 1).
 template <class AView, class BView, class CView>
 SmallGemmArgs<typename CView::non_const_value_type> small_gemm_args(bool trans_a, bool trans_b,
@@ -126,7 +131,7 @@ SmallGemmArgs<typename CView::non_const_value_type> small_gemm_args(bool trans_a
 }
 #endif
 
-/// C = beta C + alpha op(A) op(B) with dpk's AVX-512 kernel (core/small_gemm.hpp) when it is
+/// C = beta C + alpha op(A) op(B) with dpk's small-matrix kernel (core/small_gemm.hpp) when it is
 /// compiled in and enabled (small_gemm_enabled) and the product is one it takes: beta 0 or 1,
 /// unit-stride rows of B and C, float or double. False (nothing done) otherwise.
 template <class AView, class BView, class CView>
@@ -145,7 +150,7 @@ bool small_gemm_views(bool trans_a, bool trans_b, typename AView::const_value_ty
 }
 
 /// C = beta C + alpha op(A) op(B) from inside a host parallel region (one thread's block), with
-/// no fence and no Kokkos Tools region: dpk's AVX-512 kernel when it takes the product
+/// no fence and no Kokkos Tools region: dpk's small-matrix kernel when it takes the product
 /// (small_gemm_views); otherwise rows of unit stride in float/double go to the host BLAS,
 /// everything else to KokkosBatched's serial GEMM.
 template <class AView, class BView, class CView>

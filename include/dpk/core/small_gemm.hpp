@@ -1,32 +1,42 @@
 #pragma once
 /// \file small_gemm.hpp
-/// \brief Register-blocked AVX-512 products for the networks' skinny matrices (an embedding
-/// chunk's 128 rows, a fitting net's atoms), used by blas::detail::gemm_in_thread and the host
-/// schedule of blas::gemm when the program is compiled for AVX-512 (-march=native on such a CPU).
+/// \brief Register-blocked AVX-512 or AVX2 products for the networks' skinny matrices (an
+/// embedding chunk's 128 rows, a fitting net's atoms), used by blas::detail::gemm_in_thread and
+/// the host schedule of blas::gemm when the program is compiled for one of these instruction sets
+/// (-march=native on such a CPU; AVX-512 when both).
 ///
 /// Why dpk has its own kernel here: the host BLAS picks its kernels at run time, and an
 /// environment may pin older ones (OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU, docs/tuning.md
-/// "BLAS kernels"); dpk's own kernels are compiled for the CPU the program was built for. On
-/// the water nets' shapes (one Zen 5 core, operands in cache) this kernel ran at 143-222 GFLOP/s
-/// in float32 and 82-111 in double, against 83-116 and 42-58 for OpenBLAS' Haswell kernels and
-/// 153-222 and 79-115 for its own AVX-512 choice (docs/performance.md, "Eleventh session").
+/// "BLAS kernels"); dpk's own kernels are compiled for the CPU the program was built for, and a
+/// product of 128 rows needs no packing of A. On the water nets' shapes (one Zen 5 core, operands
+/// in cache) the AVX-512 kernel ran at 143-222 GFLOP/s in float32 and 82-111 in double, against
+/// 83-116 and 42-58 for OpenBLAS' Haswell kernels and 153-222 and 79-115 for its own AVX-512
+/// choice (docs/performance.md, "Eleventh session"); the AVX2 kernel on Zen 3: docs/performance.md,
+/// "Seventeenth session".
 ///
 /// Each block of R rows of C keeps R x NV vector accumulators in registers over a pass of up to
-/// 64 terms of the sum (NV vectors of 16 floats / 8 doubles per row, the last one masked), loads
-/// each row of B once per block and broadcasts one element of A per row and step. The sum runs
-/// over k in order. While a pass computes, it prefetches what the next one reads (its block of B,
-/// its columns of A) and each row block the next block's rows of C: with operands from memory
-/// (bench_gemm's fitting_gemm with 32 operand sets, as the fitting nets' products inside a
+/// 64 terms of the sum (NV vectors of Simd<Scalar>::lanes elements per row, the last one partial),
+/// loads each row of B once per block and broadcasts one element of A per row and step. The sum
+/// runs over k in order. While a pass computes, it prefetches what the next one reads (its block
+/// of B, its columns of A) and each row block the next block's rows of C: with operands from
+/// memory (bench_gemm's fitting_gemm with 32 operand sets, as the fitting nets' products inside a
 /// training step) the weight gradients C += A^T B ran 1.2-1.5x faster, the other forms about as
 /// before (docs/performance.md, twelfth session).
 
 #include <cstddef>
 #include <cstdint>
 
-#if defined(__AVX512F__) && !defined(__CUDACC__) && !defined(__HIPCC__)
+#if !defined(__CUDACC__) && !defined(__HIPCC__)
+#if defined(__AVX512F__)
 #include <immintrin.h>
-/// Defined when dpk's AVX-512 small-matrix kernels are compiled in.
+/// Defined when dpk's small-matrix kernels are compiled in (AVX-512 or AVX2 with FMA).
 #define DPK_HAS_SMALL_GEMM 1
+/// Defined when they use AVX-512 (512-bit vectors, 32 registers, masked loads and stores).
+#define DPK_SMALL_GEMM_AVX512 1
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define DPK_HAS_SMALL_GEMM 1
+#endif
 #endif
 
 #if defined(DPK_HAS_SMALL_GEMM)
@@ -38,52 +48,124 @@ namespace dpk::blas::detail {
 
 #if defined(DPK_HAS_SMALL_GEMM)
 
-/// The AVX-512 vector of Scalar and the few operations the kernel needs.
+#if defined(DPK_SMALL_GEMM_AVX512)
+/// The instruction set of dpk's small-matrix kernels, for banners.
+inline constexpr char const* small_gemm_isa = "AVX-512";
+/// The vector of Scalar that the kernels use (here AVX-512) and the few operations they need.
+/// A Tail is the first `count` lanes of a vector (loads fill the others with zeros).
 template <class Scalar>
-struct Simd512;
+struct Simd;
 template <>
-struct Simd512<float> {
+struct Simd<float> {
   using Vec = __m512;
-  using Mask = __mmask16;
-  static constexpr int lanes = 16;
+  using Tail = __mmask16;
+  static constexpr int lanes = 16, registers = 32;
   static Vec zero() { return _mm512_setzero_ps(); }
   static Vec broadcast(float const* p) { return _mm512_set1_ps(*p); }
   static Vec load(float const* p) { return _mm512_loadu_ps(p); }
-  static Vec load(float const* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
+  static Vec load(float const* p, Tail m) { return _mm512_maskz_loadu_ps(m, p); }
   static void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
-  static void store(float* p, Vec v, Mask m) { _mm512_mask_storeu_ps(p, m, v); }
+  static void store(float* p, Vec v, Tail m) { _mm512_mask_storeu_ps(p, m, v); }
   static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
   static Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
   static Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
   static Vec unpack_lo(Vec a, Vec b) { return _mm512_unpacklo_ps(a, b); }
   static Vec unpack_hi(Vec a, Vec b) { return _mm512_unpackhi_ps(a, b); }
-  static Mask mask(int count) { return Mask((1u << count) - 1u); }
+  static Tail tail(int count) { return Tail((1u << count) - 1u); }
 };
 template <>
-struct Simd512<double> {
+struct Simd<double> {
   using Vec = __m512d;
-  using Mask = __mmask8;
-  static constexpr int lanes = 8;
+  using Tail = __mmask8;
+  static constexpr int lanes = 8, registers = 32;
   static Vec zero() { return _mm512_setzero_pd(); }
   static Vec broadcast(double const* p) { return _mm512_set1_pd(*p); }
   static Vec load(double const* p) { return _mm512_loadu_pd(p); }
-  static Vec load(double const* p, Mask m) { return _mm512_maskz_loadu_pd(m, p); }
+  static Vec load(double const* p, Tail m) { return _mm512_maskz_loadu_pd(m, p); }
   static void store(double* p, Vec v) { _mm512_storeu_pd(p, v); }
-  static void store(double* p, Vec v, Mask m) { _mm512_mask_storeu_pd(p, m, v); }
+  static void store(double* p, Vec v, Tail m) { _mm512_mask_storeu_pd(p, m, v); }
   static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_pd(a, b, c); }
   static Vec add(Vec a, Vec b) { return _mm512_add_pd(a, b); }
   static Vec mul(Vec a, Vec b) { return _mm512_mul_pd(a, b); }
   static Vec unpack_lo(Vec a, Vec b) { return _mm512_unpacklo_pd(a, b); }
   static Vec unpack_hi(Vec a, Vec b) { return _mm512_unpackhi_pd(a, b); }
-  static Mask mask(int count) { return Mask((1u << count) - 1u); }
+  static Tail tail(int count) { return Tail((1u << count) - 1u); }
 };
+#else
+/// The instruction set of dpk's small-matrix kernels, for banners.
+inline constexpr char const* small_gemm_isa = "AVX2";
+/// The first `count` lanes of an AVX2 vector: the mask of a masked load, and the count for the
+/// store (AMD's masked stores are microcoded and slow, so a partial store goes through a copy).
+struct SimdTail256 {
+  __m256i mask;
+  int count;
+};
+/// The vector of Scalar that the kernels use (here AVX2 with FMA) and the few operations they
+/// need. A Tail is the first `count` lanes of a vector (loads fill the others with zeros).
+template <class Scalar>
+struct Simd;
+template <>
+struct Simd<float> {
+  using Vec = __m256;
+  using Tail = SimdTail256;
+  static constexpr int lanes = 8, registers = 16;
+  static Vec zero() { return _mm256_setzero_ps(); }
+  static Vec broadcast(float const* p) { return _mm256_broadcast_ss(p); }
+  static Vec load(float const* p) { return _mm256_loadu_ps(p); }
+  static Vec load(float const* p, Tail const& t) {
+    return t.count == lanes ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, t.mask);
+  }
+  static void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+  static void store(float* p, Vec v, Tail const& t) {
+    if (t.count == lanes) return _mm256_storeu_ps(p, v);
+    alignas(32) float lane[lanes];
+    _mm256_store_ps(lane, v);
+    for (int j = 0; j < t.count; ++j) p[j] = lane[j];
+  }
+  static Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+  static Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+  static Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
+  static Vec unpack_lo(Vec a, Vec b) { return _mm256_unpacklo_ps(a, b); }
+  static Vec unpack_hi(Vec a, Vec b) { return _mm256_unpackhi_ps(a, b); }
+  static Tail tail(int count) {
+    return {_mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), count};
+  }
+};
+template <>
+struct Simd<double> {
+  using Vec = __m256d;
+  using Tail = SimdTail256;
+  static constexpr int lanes = 4, registers = 16;
+  static Vec zero() { return _mm256_setzero_pd(); }
+  static Vec broadcast(double const* p) { return _mm256_broadcast_sd(p); }
+  static Vec load(double const* p) { return _mm256_loadu_pd(p); }
+  static Vec load(double const* p, Tail const& t) {
+    return t.count == lanes ? _mm256_loadu_pd(p) : _mm256_maskload_pd(p, t.mask);
+  }
+  static void store(double* p, Vec v) { _mm256_storeu_pd(p, v); }
+  static void store(double* p, Vec v, Tail const& t) {
+    if (t.count == lanes) return _mm256_storeu_pd(p, v);
+    alignas(32) double lane[lanes];
+    _mm256_store_pd(lane, v);
+    for (int j = 0; j < t.count; ++j) p[j] = lane[j];
+  }
+  static Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_pd(a, b, c); }
+  static Vec add(Vec a, Vec b) { return _mm256_add_pd(a, b); }
+  static Vec mul(Vec a, Vec b) { return _mm256_mul_pd(a, b); }
+  static Vec unpack_lo(Vec a, Vec b) { return _mm256_unpacklo_pd(a, b); }
+  static Vec unpack_hi(Vec a, Vec b) { return _mm256_unpackhi_pd(a, b); }
+  static Tail tail(int count) {
+    return {_mm256_cmpgt_epi64(_mm256_set1_epi64x(count), _mm256_setr_epi64x(0, 1, 2, 3)), count};
+  }
+};
+#endif
 
 /// The first stage of a tile transposition: rows 2p and 2p + 1 of the lanes x lanes tile at
 /// `src` (rows `ld` apart), interleaved element by element within each 128-bit lane, into t[2p]
 /// (low halves) and t[2p + 1] (high halves).
 template <class Scalar>
-inline void interleave_row_pairs(Scalar const* src, std::ptrdiff_t ld, typename Simd512<Scalar>::Vec* t) {
-  using S = Simd512<Scalar>;
+inline void interleave_row_pairs(Scalar const* src, std::ptrdiff_t ld, typename Simd<Scalar>::Vec* t) {
+  using S = Simd<Scalar>;
   for (int p = 0; p < S::lanes / 2; ++p) {
     auto const a = S::load(src + 2 * p * ld), b = S::load(src + (2 * p + 1) * ld);
     t[2 * p] = S::unpack_lo(a, b);
@@ -93,6 +175,7 @@ inline void interleave_row_pairs(Scalar const* src, std::ptrdiff_t ld, typename 
 
 /// dst[q * pitch + j] = src[j * ld + q] for j, q < lanes: one square tile of op(B) = B^T copied
 /// into packed rows through registers (a transposition in log2(lanes) shuffle stages).
+#if defined(DPK_SMALL_GEMM_AVX512)
 inline void transpose_tile(double const* src, std::ptrdiff_t ld, double* dst, std::ptrdiff_t pitch) {
   __m512d t[8], u[8];
   interleave_row_pairs(src, ld, t);
@@ -130,6 +213,32 @@ inline void transpose_tile(float const* src, std::ptrdiff_t ld, float* dst, std:
   }
 }
 
+#else
+inline void transpose_tile(double const* src, std::ptrdiff_t ld, double* dst, std::ptrdiff_t pitch) {
+  __m256d t[4];
+  interleave_row_pairs(src, ld, t);  // t[0] = (r0c0 r1c0 r0c2 r1c2), t[1] = (r0c1 r1c1 r0c3 r1c3), ...
+  for (int q = 0; q < 2; ++q) {      // columns q and q + 2: the low and high 128-bit halves
+    _mm256_storeu_pd(dst + q * pitch, _mm256_permute2f128_pd(t[q], t[2 + q], 0x20));
+    _mm256_storeu_pd(dst + (q + 2) * pitch, _mm256_permute2f128_pd(t[q], t[2 + q], 0x31));
+  }
+}
+inline void transpose_tile(float const* src, std::ptrdiff_t ld, float* dst, std::ptrdiff_t pitch) {
+  __m256 t[8], u[8];
+  interleave_row_pairs(src, ld, t);
+  // u[4 h + q]: columns q (low half) and q + 4 (high half) of rows 4 h .. 4 h + 3.
+  for (int h = 0; h < 2; ++h) {
+    u[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+    u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xee);
+    u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+    u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xee);
+  }
+  for (int q = 0; q < 4; ++q) {
+    _mm256_storeu_ps(dst + q * pitch, _mm256_permute2f128_ps(u[q], u[4 + q], 0x20));
+    _mm256_storeu_ps(dst + (q + 4) * pitch, _mm256_permute2f128_ps(u[q], u[4 + q], 0x31));
+  }
+}
+#endif
+
 /// Operands of one small product C = [C +] alpha A op(B) (row-major C and B rows; A by element
 /// strides).
 template <class Scalar>
@@ -146,13 +255,13 @@ struct SmallGemmArgs {
   Scalar alpha = 1;
 };
 
-/// Rows [i0, i0 + R) of C: R x NV accumulators over l = 0 .. k - 1, the last vector masked.
+/// Rows [i0, i0 + R) of C: R x NV accumulators over l = 0 .. k - 1, the last vector partial.
 /// Every loop over R and NV is unrolled, so that the accumulators stay in registers.
 template <class Scalar, int NV, int R>
 inline void small_gemm_rows(SmallGemmArgs<Scalar> const& g, int i0) {
-  using S = Simd512<Scalar>;
+  using S = Simd<Scalar>;
   using Vec = typename S::Vec;
-  typename S::Mask const tail = S::mask(g.n - (NV - 1) * S::lanes);
+  typename S::Tail const tail = S::tail(g.n - (NV - 1) * S::lanes);
   int const k = g.k;
   std::ptrdiff_t const a_row = g.a_row, a_col = g.a_col, ldb = g.ldb;
   Scalar const* const a = g.a + i0 * a_row;
@@ -197,10 +306,14 @@ inline void small_gemm_rows(SmallGemmArgs<Scalar> const& g, int i0) {
 }
 
 /// Rows per register block for NV vectors per row: as many as leave registers for the NV
-/// vectors of a row of B and one broadcast (R x NV + NV + 1 <= 32 zmm registers).
-template <int NV>
+/// vectors of a row of B and one broadcast (R x NV + NV + 1 <= 32 zmm registers; with AVX2's 16
+/// ymm registers 12 x 1 or 6 x 2, see small_gemm_panel_vectors).
+template <class Scalar, int NV>
 constexpr int small_gemm_block_rows() {
-  return NV >= 7 ? 3 : NV == 6 ? 4 : NV == 5 ? 5 : NV == 4 ? 6 : NV == 3 ? 8 : 12;
+  if constexpr (Simd<Scalar>::registers == 32)
+    return NV >= 7 ? 3 : NV == 6 ? 4 : NV == 5 ? 5 : NV == 4 ? 6 : NV == 3 ? 8 : 12;
+  else
+    return NV >= 2 ? 6 : 12;
 }
 
 /// Rows of memory that the next pass will read (its block of B where it lies), brought toward the
@@ -246,7 +359,8 @@ struct SmallGemmPrefetch {
 /// 4 (where they fit in registers), 2 and 1.
 template <class Scalar, int NV>
 inline void small_gemm_nv(SmallGemmArgs<Scalar> const& g, SmallGemmPrefetch const& next) {
-  constexpr int R = small_gemm_block_rows<NV>();
+  constexpr int R = small_gemm_block_rows<Scalar, NV>();
+  constexpr int c_lines = int((NV * Simd<Scalar>::lanes * sizeof(Scalar) + 63) / 64);  // per row block row
   int const parts = g.m / R > 0 ? g.m / R : 1;
   if (g.m < R) next.issue(0, 1);
   int i = 0;
@@ -257,7 +371,7 @@ inline void small_gemm_nv(SmallGemmArgs<Scalar> const& g, SmallGemmPrefetch cons
       for (int r = 0; r < R; ++r) {
         char const* const c_row = reinterpret_cast<char const*>(g.c + (i + R + r) * g.ldc);
         DPK_SMALL_GEMM_UNROLL
-        for (int v = 0; v < NV; ++v) _mm_prefetch(c_row + v * 64, _MM_HINT_T0);
+        for (int q = 0; q < c_lines; ++q) _mm_prefetch(c_row + q * 64, _MM_HINT_T0);
       }
     }
     small_gemm_rows<Scalar, NV, R>(g, i);
@@ -271,16 +385,26 @@ inline void small_gemm_nv(SmallGemmArgs<Scalar> const& g, SmallGemmPrefetch cons
 
 /// Terms of the sum per pass over a panel: longer sums (the fitting nets' 1600 and 240) run in
 /// passes of this many, each adding to C, so that the rows of B one pass reads (64 x 8 vectors:
-/// 32 KiB) stay in the L1 cache while every row block of C reuses them. Fitting shapes (128 rows,
-/// 1600 -> 240 and 240 -> 240, one Zen 5 core): 32 and 64 terms ran at 203-217 GFLOP/s in float
-/// and 92-107 in double, 128 terms at 152-173 and 75-84 (docs/performance.md, eleventh session).
+/// 32 KiB with AVX-512, 64 x 2 vectors: 4 KiB with AVX2) stay in the L1 cache while every row
+/// block of C reuses them. Fitting shapes (128 rows, 1600 -> 240 and 240 -> 240, one Zen 5 core,
+/// AVX-512): 32 and 64 terms ran at 203-217 GFLOP/s in float and 92-107 in double, 128 terms at
+/// 152-173 and 75-84 (docs/performance.md, eleventh session).
 inline constexpr int small_gemm_kc = 64;
 
-/// Columns of C per panel: 8 vectors (128 float / 64 double columns); wider C is done panel by
+/// Vectors per row of a panel: 8 with AVX-512 (128 float / 64 double columns); 2 with AVX2 (16 /
+/// 8): a block of 6 rows x 2 vectors keeps B's two vectors in registers, where 3 or 4 vectors
+/// (blocks of 4 x 3, 3 x 4) left GCC reading B from memory in every FMA and ran at 0.6-0.8x
+/// OpenBLAS' Zen kernels (docs/performance.md, "Seventeenth session"). Wider C is done panel by
 /// panel (each a column slice of B and C).
 template <class Scalar>
+constexpr int small_gemm_panel_vectors() {
+  return Simd<Scalar>::registers == 32 ? 8 : 2;
+}
+
+/// Columns of C per panel.
+template <class Scalar>
 constexpr int small_gemm_panel() {
-  return 8 * Simd512<Scalar>::lanes;
+  return small_gemm_panel_vectors<Scalar>() * Simd<Scalar>::lanes;
 }
 
 /// Whether a pass reads B where it lies: B not transposed, and rows of B that start on cache
@@ -294,15 +418,23 @@ bool small_gemm_b_in_place(SmallGemmArgs<Scalar> const& g) {
   return aligned || g.m < 16;
 }
 
-/// C = [C +] alpha A op(B) with dpk's AVX-512 kernel, panel by panel of C's columns and, for sums
+/// small_gemm_nv for NV = vectors (1 .. small_gemm_panel_vectors).
+template <class Scalar, int NV = 1>
+inline void small_gemm_dispatch(int vectors, SmallGemmArgs<Scalar> const& p, SmallGemmPrefetch const& next) {
+  if constexpr (NV < small_gemm_panel_vectors<Scalar>())
+    if (vectors > NV) return small_gemm_dispatch<Scalar, NV + 1>(vectors, p, next);
+  small_gemm_nv<Scalar, NV>(p, next);
+}
+
+/// C = [C +] alpha A op(B) with dpk's kernel, panel by panel of C's columns and, for sums
 /// longer than small_gemm_kc, pass by pass over the sum; false (nothing done) when the product
 /// is empty.
 template <class Scalar>
 bool small_gemm(SmallGemmArgs<Scalar> const& g) {
   if (g.m <= 0 || g.n <= 0 || g.k <= 0) return false;
-  constexpr int lanes = Simd512<Scalar>::lanes, panel = small_gemm_panel<Scalar>(), kc = small_gemm_kc;
+  constexpr int lanes = Simd<Scalar>::lanes, panel = small_gemm_panel<Scalar>(), kc = small_gemm_kc;
   bool const in_place = small_gemm_b_in_place(g);
-  alignas(64) Scalar packed[kc * panel];  // one pass's block of op(B) when copied: 32 KiB
+  alignas(64) Scalar packed[kc * panel];  // one pass's block of op(B) when copied: 32 / 4 KiB
   for (int j0 = 0; j0 < g.n; j0 += panel) {
     for (int l0 = 0; l0 < g.k; l0 += kc) {
       // The next pass: the next terms of this panel, else the first of the next panel.
@@ -343,16 +475,7 @@ bool small_gemm(SmallGemmArgs<Scalar> const& g) {
         p.b = packed;
         p.ldb = pitch;
       }
-      switch (vectors) {
-        case 1: small_gemm_nv<Scalar, 1>(p, next); break;
-        case 2: small_gemm_nv<Scalar, 2>(p, next); break;
-        case 3: small_gemm_nv<Scalar, 3>(p, next); break;
-        case 4: small_gemm_nv<Scalar, 4>(p, next); break;
-        case 5: small_gemm_nv<Scalar, 5>(p, next); break;
-        case 6: small_gemm_nv<Scalar, 6>(p, next); break;
-        case 7: small_gemm_nv<Scalar, 7>(p, next); break;
-        default: small_gemm_nv<Scalar, 8>(p, next); break;
-      }
+      small_gemm_dispatch<Scalar>(vectors, p, next);
     }
   }
   return true;

@@ -678,13 +678,13 @@ void finish_contraction(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpa
 }
 
 #if defined(DPK_HAS_SMALL_GEMM)
-/// descriptor_cotangent_centre with dpk's AVX-512 kernels, m2 = NV vectors: tile by tile of
+/// descriptor_cotangent_centre with dpk's small-matrix kernels' vectors, m2 = NV vectors: tile by tile of
 /// `lanes` rows of gD, the tile transposed through registers for the first product and its rows
 /// as they lie for the second; each element summed as small_gemm sums it.
 template <class Scalar, int NV>
 void descriptor_cotangent_tiles(Scalar const* t, Scalar const* gd, int m1, bool accumulate, Scalar* out,
                                 Scalar const* next_gd) {
-  using S = blas::detail::Simd512<Scalar>;
+  using S = blas::detail::Simd<Scalar>;
   using Vec = typename S::Vec;
   constexpr int lanes = S::lanes, m2 = NV * lanes, kc = blas::detail::small_gemm_kc;
   static_assert(kc % lanes == 0, "a pass of the second product ends on a tile boundary");
@@ -708,10 +708,10 @@ void descriptor_cotangent_tiles(Scalar const* t, Scalar const* gd, int m1, bool 
       Vec const col = S::load(columns + n * lanes);
       for (int c = 0; c < 4; ++c) acc1[c] = S::fma(S::broadcast(t + c * m1 + n), col, acc1[c]);
     }
-    auto const mask = S::mask(rows);
+    auto const tail = S::tail(rows);
     for (int c = 0; c < 4; ++c) {
       Scalar* const o = out + c * m1 + m0;
-      S::store(o, accumulate ? S::add(S::load(o, mask), acc1[c]) : acc1[c], mask);
+      S::store(o, accumulate ? S::add(S::load(o, tail), acc1[c]) : acc1[c], tail);
     }
     // this tile's terms of out(c, j < m2) += sum_mm T(c, mm) gD(mm, j)
     for (int r = 0; r < rows; ++r) {
@@ -746,7 +746,7 @@ void descriptor_cotangent_gemms(Scalar const* t, Scalar const* gd, int m1, int m
   blas::gemm(InThread{}, "N", "N", Scalar(1), t_i, gd_i, Scalar(1), Kokkos::subview(out_i, Kokkos::ALL(), first_m2));
 }
 
-/// descriptor_cotangent_gemms' result: with dpk's AVX-512 kernels and m2 one or two vectors from
+/// descriptor_cotangent_gemms' result: with dpk's small-matrix kernels and m2 one or two vectors from
 /// descriptor_cotangent_tiles (one pass over gD, the same bits as the two blas::gemm calls, which
 /// transposed gD into a copy for the first), else from those two calls. `next_gd`: the next
 /// centre's gD, fetched meanwhile (or nullptr).
@@ -755,7 +755,7 @@ void descriptor_cotangent_centre(Scalar const* t, Scalar const* gd, int m1, int 
                                  Scalar const* next_gd = nullptr) {
 #if defined(DPK_HAS_SMALL_GEMM)
   if constexpr (std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>) {
-    constexpr int lanes = blas::detail::Simd512<Scalar>::lanes;
+    constexpr int lanes = blas::detail::Simd<Scalar>::lanes;
     if (m2 <= m1 && blas::detail::small_gemm_enabled()) {
       if (m2 == lanes) return descriptor_cotangent_tiles<Scalar, 1>(t, gd, m1, accumulate, out, next_gd);
       if (m2 == 2 * lanes) return descriptor_cotangent_tiles<Scalar, 2>(t, gd, m1, accumulate, out, next_gd);
