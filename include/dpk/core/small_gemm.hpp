@@ -100,6 +100,21 @@ struct SimdTail256 {
   __m256i mask;
   int count;
 };
+/// Loads the first t.count lanes of a Simd vector S from p (zeros in the others): a whole vector
+/// when every lane counts, else a masked load. Shared by the float and double vectors.
+template <class S, class Scalar>
+inline typename S::Vec simd256_load_first(Scalar const* p, SimdTail256 const& t) {
+  return t.count == S::lanes ? S::load(p) : S::masked_load(p, t.mask);
+}
+/// Stores the first t.count lanes of v to p: a whole vector when every lane counts, else through
+/// an aligned copy (no masked store, microcoded on AMD).
+template <class S, class Scalar>
+inline void simd256_store_first(Scalar* p, typename S::Vec v, SimdTail256 const& t) {
+  if (t.count == S::lanes) return S::store(p, v);
+  alignas(32) Scalar lane[S::lanes];
+  S::store(lane, v);
+  for (int j = 0; j < t.count; ++j) p[j] = lane[j];
+}
 /// The vector of Scalar that the kernels use (here AVX2 with FMA) and the few operations they
 /// need. A Tail is the first `count` lanes of a vector (loads fill the others with zeros).
 template <class Scalar>
@@ -112,16 +127,10 @@ struct Simd<float> {
   static Vec zero() { return _mm256_setzero_ps(); }
   static Vec broadcast(float const* p) { return _mm256_broadcast_ss(p); }
   static Vec load(float const* p) { return _mm256_loadu_ps(p); }
-  static Vec load(float const* p, Tail const& t) {
-    return t.count == lanes ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, t.mask);
-  }
+  static Vec masked_load(float const* p, __m256i mask) { return _mm256_maskload_ps(p, mask); }
+  static Vec load(float const* p, Tail const& t) { return simd256_load_first<Simd>(p, t); }
   static void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
-  static void store(float* p, Vec v, Tail const& t) {
-    if (t.count == lanes) return _mm256_storeu_ps(p, v);
-    alignas(32) float lane[lanes];
-    _mm256_store_ps(lane, v);
-    for (int j = 0; j < t.count; ++j) p[j] = lane[j];
-  }
+  static void store(float* p, Vec v, Tail const& t) { simd256_store_first<Simd>(p, v, t); }
   static Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
   static Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
   static Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
@@ -139,16 +148,10 @@ struct Simd<double> {
   static Vec zero() { return _mm256_setzero_pd(); }
   static Vec broadcast(double const* p) { return _mm256_broadcast_sd(p); }
   static Vec load(double const* p) { return _mm256_loadu_pd(p); }
-  static Vec load(double const* p, Tail const& t) {
-    return t.count == lanes ? _mm256_loadu_pd(p) : _mm256_maskload_pd(p, t.mask);
-  }
+  static Vec masked_load(double const* p, __m256i mask) { return _mm256_maskload_pd(p, mask); }
+  static Vec load(double const* p, Tail const& t) { return simd256_load_first<Simd>(p, t); }
   static void store(double* p, Vec v) { _mm256_storeu_pd(p, v); }
-  static void store(double* p, Vec v, Tail const& t) {
-    if (t.count == lanes) return _mm256_storeu_pd(p, v);
-    alignas(32) double lane[lanes];
-    _mm256_store_pd(lane, v);
-    for (int j = 0; j < t.count; ++j) p[j] = lane[j];
-  }
+  static void store(double* p, Vec v, Tail const& t) { simd256_store_first<Simd>(p, v, t); }
   static Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_pd(a, b, c); }
   static Vec add(Vec a, Vec b) { return _mm256_add_pd(a, b); }
   static Vec mul(Vec a, Vec b) { return _mm256_mul_pd(a, b); }
