@@ -5,9 +5,6 @@
 // distance), side by side in one run. Arg: replicas per box edge (1: 192 atoms, 4: 12288).
 // Counters: ms per call of each stage (profiling regions; embedding_ms and fitting_ms are the
 // two model stages inside forward and forces, so they overlap those two).
-#ifndef DPK_TEST_DATA_DIR
-#define DPK_TEST_DATA_DIR DPK_SOURCE_DIR "/tests/data"
-#endif
 #include "../tests/neighbor_test_helpers.hpp"
 
 #include <dpk/core/profiling.hpp>

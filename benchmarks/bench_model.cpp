@@ -7,6 +7,7 @@
 // Counters: frames/s, and GFLOP/s against the model FLOP count of docs/performance.md (a
 // compressed model's count has no embedding nets: its table lookups are not counted).
 #include <benchmark/benchmark.h>
+#include "../tests/source_paths.hpp"
 
 #include <dpk/io/data_sampler.hpp>
 #include <dpk/io/system.hpp>
@@ -40,7 +41,7 @@ dpk::FittingConfig water_fitting() {
 }
 
 dpk::System const& water_system() {
-  static dpk::System system = dpk::read_system(std::string(DPK_SOURCE_DIR) + "/examples/water/data/data_0", {"O", "H"});
+  static dpk::System system = dpk::read_system(std::string(dpk_test::source_dir()) + "/examples/water/data/data_0", {"O", "H"});
   return system;
 }
 

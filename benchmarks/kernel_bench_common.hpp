@@ -2,9 +2,6 @@
 // Shared set-up of bench_neighbor.cpp and bench_descriptor.cpp: the DeePMD-kit water frame of
 // tests/data/water_se_a (192 atoms) and its 4x4x4 replica (12288 atoms), rcut 6, rcut_smth 0.5,
 // sel [46, 92], as in DeePMD-kit's timing in tests/data/water_se_a/README.md.
-#ifndef DPK_TEST_DATA_DIR
-#define DPK_TEST_DATA_DIR DPK_SOURCE_DIR "/tests/data"
-#endif
 #include "../tests/neighbor_test_helpers.hpp"
 
 #include <dpk/descriptor/environment_matrix.hpp>

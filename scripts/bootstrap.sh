@@ -103,7 +103,7 @@ apt_install() {
   fi
 }
 
-PKGS=(build-essential cmake pkg-config dpkg-dev libopenmpi-dev openmpi-bin libopenblas-dev
+PKGS=(build-essential cmake ccache pkg-config dpkg-dev libopenmpi-dev openmpi-bin libopenblas-dev
       doctest-dev nlohmann-json3-dev libcli11-dev libbenchmark-dev python3 python3-numpy python3-matplotlib
       libhdf5-dev libyaml-cpp-dev lammps liblammps-dev clang libfuzzer-14-dev libclang-rt-14-dev)
 ensure_sources "$WANT_CUDA"

@@ -11,6 +11,8 @@
 #   DPK_CUDA_CMAKE_ARGS  extra configure arguments, split on spaces (CI: -DDPK_ENABLE_BENCHMARKS=OFF)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/ccache_env.sh
+source scripts/ccache_env.sh  # compile through ccache when installed (DPK_CCACHE=0: not)
 say() { printf '[cuda_check] %s\n' "$*"; }
 die() { printf '[cuda_check] error: %s\n' "$*" >&2; exit 1; }
 

@@ -23,6 +23,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/ccache_env.sh
+source "$ROOT/scripts/ccache_env.sh"  # compile through ccache when installed (DPK_CCACHE=0: not)
 BUILD="${DPK_FUZZ_BUILD_DIR:-$ROOT/build/fuzz}"
 SECONDS_PER_TARGET="${1:-60}"
 shift || true

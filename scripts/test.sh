@@ -12,6 +12,8 @@ case "$preset" in
   *kokkos4*) scripts/bootstrap.sh --kokkos4 ;;
   *) scripts/bootstrap.sh ;;
 esac
+# shellcheck source=scripts/ccache_env.sh
+source scripts/ccache_env.sh  # compile through ccache (bootstrap.sh installs it; DPK_CCACHE=0: not)
 build_dir=$(python3 -c 'import json,sys; p=[p for p in json.load(open("CMakePresets.json"))["configurePresets"] if p["name"]==sys.argv[1]]; print(p[0].get("binaryDir","").replace("${sourceDir}/","") if p else "")' "$preset")
 [ -n "$build_dir" ] || { echo "test.sh: no configure preset '$preset' in CMakePresets.json" >&2; exit 2; }
 # shellcheck disable=SC2086  # DPK_CMAKE_ARGS is a space-separated list on purpose

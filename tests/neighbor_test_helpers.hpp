@@ -4,6 +4,7 @@
 // Frames and host copies take the memory space of the test's execution space.
 
 #include <dpk/core/frames.hpp>
+#include "source_paths.hpp"
 #include <dpk/io/npy.hpp>
 #include <dpk/neighbor/neighbor_search.hpp>
 
@@ -57,7 +58,7 @@ dpk::Frames<Scalar, MemorySpace> make_frames(HostBatch const& b) {
 
 /// Path of a fixture file.
 inline std::string water_file(std::string const& name) {
-  return std::string(DPK_TEST_DATA_DIR) + "/water_se_a/" + name;
+  return std::string(dpk_test::data_dir()) + "/water_se_a/" + name;
 }
 
 /// The water frame of the fixture as a one-frame batch.

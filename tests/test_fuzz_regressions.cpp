@@ -3,6 +3,7 @@
 // dpk::Error naming the file and what was expected. Inputs saved by libFuzzer live in
 // tests/data/fuzz_regressions/; the others are built here from a real model file.
 #include <doctest/doctest.h>
+#include "source_paths.hpp"
 
 #include "error_test_helpers.hpp"
 
@@ -23,7 +24,7 @@
 
 namespace {
 
-std::string const regressions = std::string(DPK_TEST_DATA_DIR) + "/fuzz_regressions/";
+std::string const regressions = std::string(dpk_test::data_dir()) + "/fuzz_regressions/";
 
 using dpk_test::check_error;
 
@@ -47,7 +48,7 @@ struct ModelParts {
   std::string data;
 };
 ModelParts legacy_model() {
-  std::string const bytes = read_bytes(std::string(DPK_TEST_DATA_DIR) + "/legacy_v1/model.dpk");
+  std::string const bytes = read_bytes(std::string(dpk_test::data_dir()) + "/legacy_v1/model.dpk");
   std::uint64_t header_length = 0;
   for (int i = 0; i < 8; ++i) header_length |= std::uint64_t(static_cast<unsigned char>(bytes[12 + i])) << (8 * i);
   std::size_t const data_start = (20 + header_length + 7) / 8 * 8;

@@ -4,6 +4,7 @@
 // bit-identical; export writes DeePMD-kit's variables bit for bit; bad input is refused with
 // errors naming the file, key and value.
 #include <doctest/doctest.h>
+#include "source_paths.hpp"
 
 #include <dpk/interop/deepmd.hpp>
 #include <dpk/io/npy.hpp>
@@ -26,7 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 using dpk::interop::DeepmdDict;
 
-std::string const fixtures = std::string(DPK_TEST_DATA_DIR) + "/deepmd_interop";
+std::string const fixtures = std::string(dpk_test::data_dir()) + "/deepmd_interop";
 
 /// A scratch folder removed at the end of the test.
 struct Scratch {
@@ -362,7 +363,7 @@ TEST_CASE("interop: bad files are refused and failed writes leave nothing behind
 TEST_CASE("interop: fuzz findings in the YAML reader are dpk::Errors naming the file (regressions)") {
   // libFuzzer (fuzz_deepmd_yaml, 45 s): invalid UTF-8 inside an array made the error message's
   // JSON dump throw nlohmann's type_error (uncaught, not a dpk::Error).
-  std::string const file = std::string(DPK_TEST_DATA_DIR) + "/fuzz_regressions/deepmd_yaml_invalid_utf8.yaml";
+  std::string const file = std::string(dpk_test::data_dir()) + "/fuzz_regressions/deepmd_yaml_invalid_utf8.yaml";
   std::string message;
   try {
     dpk::interop::read_deepmd_yaml(file);

@@ -1,6 +1,7 @@
 // I/O: npy files, deepmd/npy systems, input.json, batch sampling, and every bad input of issue 2.
 // Bad-input fixtures are written by the tests themselves into a scratch folder (no Python needed).
 #include <doctest/doctest.h>
+#include "source_paths.hpp"
 
 #include "error_test_helpers.hpp"
 
@@ -176,8 +177,8 @@ TEST_CASE("npy bad input: each problem is one clear error naming the file") {
 
 namespace {
 
-std::string const water_data = std::string(DPK_SOURCE_DIR) + "/examples/water/data";
-std::string const water_input = std::string(DPK_SOURCE_DIR) + "/examples/water/se_e2_a/input.json";
+std::string const water_data = std::string(dpk_test::source_dir()) + "/examples/water/data";
+std::string const water_input = std::string(dpk_test::source_dir()) + "/examples/water/se_e2_a/input.json";
 
 /// A small deepmd/npy system: 3 atoms (types 0 1 1, elements O H), `sets` sets of `frames`
 /// frames each, float64 arrays (float32 when `f32`), values that are easy to predict.
@@ -515,14 +516,14 @@ namespace {
 
 /// tests/data/multi_system/reference.json: what DeePMD-kit 3.2.0 logged and stored.
 nlohmann::json multi_system_reference() {
-  std::ifstream in(std::string(DPK_TEST_DATA_DIR) + "/multi_system/reference.json");
+  std::ifstream in(std::string(dpk_test::data_dir()) + "/multi_system/reference.json");
   REQUIRE(in.good());
   return nlohmann::json::parse(in);
 }
 
 /// input.json text for the three multi_system systems with `batch_size` and `auto_prob` (JSON).
 std::string multi_system_input(nlohmann::json const& batch_size, nlohmann::json const& auto_prob) {
-  std::string const root = std::string(DPK_TEST_DATA_DIR) + "/multi_system/";
+  std::string const root = std::string(dpk_test::data_dir()) + "/multi_system/";
   nlohmann::json j = {
       {"model",
        {{"type_map", {"O", "H"}},
@@ -601,7 +602,7 @@ TEST_CASE("input.json: auto_prob forms and their errors") {
 }
 
 TEST_CASE("sampler: next_of draws the next batch of one system, continuing its frame order") {
-  std::string const root = std::string(DPK_TEST_DATA_DIR) + "/multi_system/";
+  std::string const root = std::string(dpk_test::data_dir()) + "/multi_system/";
   std::vector<dpk::System> systems = dpk::read_systems({root + "sys_a", root + "sys_b", root + "sys_c"}, {"O", "H"});
   CHECK(systems[0].set_nframes == std::vector<int>{6, 4});
   CHECK(systems[2].set_nframes == std::vector<int>{2});

@@ -1,6 +1,7 @@
 // The energy model against DeePMD-kit (tests/data/water_model), finite differences of the
 // energy (forces, virial) and of the loss (every parameter tensor), and invariances.
 #include <doctest/doctest.h>
+#include "source_paths.hpp"
 
 #include "execution_spaces.hpp"
 #include "water_model_fixture.hpp"
@@ -341,7 +342,7 @@ TEST_CASE("energy is invariant under translation, rotation and permutation, and 
 }
 
 TEST_CASE("statistics recomputed from frames 0-9 of water data_0 equal DeePMD-kit's") {
-  auto system = dpk::read_system(std::string(DPK_SOURCE_DIR) + "/examples/water/data/data_0", {"O", "H"});
+  auto system = dpk::read_system(std::string(dpk_test::source_dir()) + "/examples/water/data/data_0", {"O", "H"});
   std::vector<dpk::HostBatch> batches;
   for (int f = 0; f < 10; ++f) {
     dpk::HostBatch b;

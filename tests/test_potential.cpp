@@ -4,6 +4,7 @@
 // the device-View overload; clear errors for bad types and sizes; install_model_data's check of
 // a file against a model.
 #include <doctest/doctest.h>
+#include "source_paths.hpp"
 
 #include "error_test_helpers.hpp"
 
@@ -22,7 +23,7 @@ namespace {
 
 using Space = dpk::DefaultExecutionSpace;
 using Mem = dpk::memory_space_t<Space>;
-std::string const fixture = std::string(DPK_TEST_DATA_DIR) + "/water_model/tos_true/";
+std::string const fixture = std::string(dpk_test::data_dir()) + "/water_model/tos_true/";
 
 /// The fixture model's hyperparameters (tests/data/water_model/README.md).
 dpk::ModelFileData fixture_model_data() {

@@ -1,5 +1,6 @@
 // Training machinery: schedules, Adam, energy bias, lcurve layout, model file, communicator.
 #include <doctest/doctest.h>
+#include "source_paths.hpp"
 
 #include <dpk/parallel/communicator.hpp>
 #include "brute_distance.hpp"
@@ -395,7 +396,7 @@ TEST_CASE("model file: FNV-1a-64 checksum with the standard offset basis (publis
 TEST_CASE("model file: files written by dpk before the checksum fix (legacy offset basis) still load") {
   // tests/data/legacy_v1: written by dpk-train at commit 1152686 (FNV basis 1469598103934665603).
   for (std::string const name : {"model.dpk", "model.ckpt-2"}) {
-    std::string const path = std::string(DPK_TEST_DATA_DIR) + "/legacy_v1/" + name;
+    std::string const path = std::string(dpk_test::data_dir()) + "/legacy_v1/" + name;
     std::string const bytes = slurp(path);
     REQUIRE(bytes.size() > 100);
     std::uint64_t header_length = 0;
@@ -649,7 +650,7 @@ namespace {
 
 /// An input.json for the systems of tests/data/multi_system (absolute paths), written into `dir`.
 std::string multi_system_input_file(std::string const& dir, nlohmann::json const& batch_size, int rcut_sel_small) {
-  std::string const root = std::string(DPK_TEST_DATA_DIR) + "/multi_system/";
+  std::string const root = std::string(dpk_test::data_dir()) + "/multi_system/";
   nlohmann::json descriptor = {{"type", "se_e2_a"}, {"sel", {46, 92}}, {"rcut", 6.0}, {"rcut_smth", 0.5},
                                {"neuron", {4, 8}}, {"axis_neuron", 4}, {"seed", 1}, {"precision", "float64"}};
   if (rcut_sel_small) {  // the model of tests/data/legacy_v1/input.json
@@ -681,7 +682,7 @@ std::string multi_system_input_file(std::string const& dir, nlohmann::json const
 TEST_CASE("trainer: descriptor statistics from data_stat_nbatch batches of every system, as DeePMD-kit") {
   // tests/data/multi_system/reference.json case "stat": DeePMD-kit 3.2.0 (TF) trained 0 steps on
   // the three systems with batch_size [2, 1, 1] and data_stat_nbatch 10 and stored these avg/std.
-  std::ifstream in(std::string(DPK_TEST_DATA_DIR) + "/multi_system/reference.json");
+  std::ifstream in(std::string(dpk_test::data_dir()) + "/multi_system/reference.json");
   REQUIRE(in.good());
   auto const reference = nlohmann::json::parse(in)["cases"]["stat"];
   using Space = dpk::DefaultExecutionSpace;
@@ -715,7 +716,7 @@ TEST_CASE("trainer: a checkpoint of the frame-count convention restarts only whe
   // systems drawn by frame count 10/17, 5/17, 2/17) with batch_size "auto".
   using Space = dpk::DefaultExecutionSpace;
   dpk::Communicator comm;
-  std::string const ckpt = std::string(DPK_TEST_DATA_DIR) + "/legacy_v1/model.ckpt-2";
+  std::string const ckpt = std::string(dpk_test::data_dir()) + "/legacy_v1/model.ckpt-2";
   REQUIRE(dpk::DataSampler::version_of_state(dpk::read_model_file(ckpt).sampler_states.at(0)) == 1);
   std::string const dir = fresh_dir("legacy_restart");
   dpk::TrainerOptions options;

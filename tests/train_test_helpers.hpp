@@ -1,6 +1,7 @@
 #pragma once
 // Shared pieces of the trainer tests: slices of the water example data.
 #include <dpk/io/input.hpp>
+#include "source_paths.hpp"
 #include <dpk/io/system.hpp>
 
 #include <cstddef>
@@ -11,7 +12,7 @@ namespace dpk_test {
 
 /// Frames [first, first + n) of examples/water/data/data_0 as a System.
 inline dpk::System water_frames(int first, int n) {
-  dpk::System s = dpk::read_system(std::string(DPK_SOURCE_DIR) + "/examples/water/data/data_0", {"O", "H"});
+  dpk::System s = dpk::read_system(std::string(dpk_test::source_dir()) + "/examples/water/data/data_0", {"O", "H"});
   auto cut = [&](std::vector<double>& v, std::size_t per_frame) {
     v = std::vector<double>(v.begin() + std::ptrdiff_t(first * per_frame),
                             v.begin() + std::ptrdiff_t((first + n) * per_frame));

@@ -2,6 +2,7 @@
 // Shared pieces of the model tests (test_model, test_compress): the water fixture that DeePMD-kit
 // 3.2 generated (tests/data/water_model, see its NOTICE) and host <-> device helpers.
 #include <dpk/io/npy.hpp>
+#include "source_paths.hpp"
 #include <dpk/model/energy_model.hpp>
 
 #include <doctest/doctest.h>
@@ -15,7 +16,7 @@ namespace dpk_test {
 
 using Space = dpk::DefaultExecutionSpace;
 using Mem = dpk::memory_space_t<Space>;
-inline std::string const fixture = std::string(DPK_TEST_DATA_DIR) + "/water_model/";
+inline std::string const fixture = std::string(dpk_test::data_dir()) + "/water_model/";
 
 /// Types of the 192-atom water frame: 64 O (0), then 128 H (1).
 inline std::vector<int> water_types() {

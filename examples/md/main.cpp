@@ -23,6 +23,11 @@
 #include <string>
 #include <vector>
 
+#ifdef DPK_MD_HAS_DEFAULT_SYSTEM
+/// The example water box (generated default_system.cpp, examples/md/CMakeLists.txt).
+char const* dpk_md_default_system();
+#endif
+
 namespace {
 
 /// Boltzmann's constant in eV/K (CODATA 2018, exact).
@@ -223,8 +228,8 @@ int main(int argc, char** argv) {
     if (argv[i] == placeholder) argv[i] = help;
 
   Options o;
-#ifdef DPK_MD_DEFAULT_SYSTEM
-  o.system = DPK_MD_DEFAULT_SYSTEM;
+#ifdef DPK_MD_HAS_DEFAULT_SYSTEM
+  o.system = dpk_md_default_system();
 #endif
   CLI::App app{"dpk-md: velocity-Verlet NVE molecular dynamics with a dpk model (<dpk/potential.hpp>)"};
   app.add_option("-m,--model", o.model, "model file written by dpk-train")->required()->check(CLI::ExistingFile);
