@@ -7,23 +7,28 @@
 #
 #   benchmarks/side_by_side.sh [--venv DIR] [--dpk-train PATH] [--threads "1 2"]
 #       [--precision "float64 float32"] [--backends "dpk tf pt"] [--steps "50 250"]
-#       [--repeats 1] [--busy CORE] [--out DIR]
+#       [--repeats 1] [--busy CORE] [--bench-gemm PATH] [--out DIR]
 #
 # Per step = (run of the larger step count - run of the smaller) / (difference), so start-up,
 # statistics and the final model cancel; CPU = user + sys of the process tree (/usr/bin/time),
-# wall = elapsed. Each (threads, precision) set runs the backends one after the other, `repeats`
-# times, so they see the same machine state. Threads: OMP_NUM_THREADS and DeePMD-kit's
+# wall = elapsed. Each repeat runs every (precision, threads, backend) once, the thread counts and
+# backends one after the other, so that a slow spell of a shared machine hits all of them alike;
+# the table gives medians over the repeats, and the wall-time speed-up from the fewest to the most
+# threads is the median of each repeat's own ratio. Threads: OMP_NUM_THREADS and DeePMD-kit's
 # DP_INTRA_OP_PARALLELISM_THREADS = T, DP_INTER_OP_PARALLELISM_THREADS = 1, OPENBLAS_NUM_THREADS
 # = 1 for DeePMD-kit (dpk-train sets its own BLAS default); dpk-train keeps its thread binding
 # defaults (docs/tuning.md). Without --venv, or when a backend does not import, that backend is
 # skipped with a message. Prints one markdown table row per (backend, threads, precision) and
 # writes the raw timings to OUT/timings.tsv (default out/side_by_side). --busy CORE keeps a
 # competing busy loop pinned to core CORE (taskset) during every run: the "busy node" case of
-# docs/tuning.md (another job on one of the cores).
+# docs/tuning.md (another job on one of the cores). --bench-gemm PATH (dpk's bench_gemm) measures
+# the machine's GEMM rate (n = 2000 square, at each thread count, in each repeat, next to the
+# runs) and prints dpk's rate over the whole step (dpk-train's GFLOP per step / wall per step) as
+# a fraction of it.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV="" DPK_TRAIN="$ROOT/build/openmp/examples/trainer/dpk-train" THREADS="1" PRECISIONS="float64 float32"
-BACKENDS="dpk tf pt" STEPS="50 250" REPEATS=1 OUT="$ROOT/out/side_by_side" BUSY=""
+BACKENDS="dpk tf pt" STEPS="50 250" REPEATS=1 OUT="$ROOT/out/side_by_side" BUSY="" BENCH_GEMM=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --venv) VENV="$2"; shift 2 ;;
@@ -34,14 +39,20 @@ while [ $# -gt 0 ]; do
     --steps) STEPS="$2"; shift 2 ;;
     --repeats) REPEATS="$2"; shift 2 ;;
     --busy) BUSY="$2"; shift 2 ;;
+    --bench-gemm) BENCH_GEMM="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "side_by_side.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 read -r N1 N2 <<<"$STEPS"
 case "$N1$N2" in ''|*[!0-9]*) echo "side_by_side.sh: --steps needs two step counts, got '$STEPS'" >&2; exit 2 ;; esac
 [ "$N2" -gt "$N1" ] || { echo "side_by_side.sh: --steps: the second count must be larger" >&2; exit 2; }
+case "$DPK_TRAIN" in /*) ;; *) DPK_TRAIN="$PWD/$DPK_TRAIN" ;; esac   # runs start in their own folders
+if [ -n "$BENCH_GEMM" ]; then
+  case "$BENCH_GEMM" in /*) ;; *) BENCH_GEMM="$PWD/$BENCH_GEMM" ;; esac
+  [ -x "$BENCH_GEMM" ] || { echo "side_by_side.sh: --bench-gemm '$BENCH_GEMM' is not an executable (cmake --build build/openmp --target bench_gemm)" >&2; exit 2; }
+fi
 command -v /usr/bin/time >/dev/null || { echo "side_by_side.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
 
 # Which backends can run.
@@ -64,7 +75,9 @@ done
 
 mkdir -p "$OUT"
 TSV="$OUT/timings.tsv"
-printf 'backend\tthreads\tprecision\trepeat\tsteps\twall_s\tcpu_s\n' >"$TSV"
+printf 'backend\tthreads\tprecision\trepeat\tsteps\twall_s\tcpu_s\tgflop_per_step\n' >"$TSV"
+GEMM_TSV="$OUT/gemm_rate.tsv"
+printf 'threads\tprecision\trepeat\tgflops\n' >"$GEMM_TSV"
 
 # input.json of the water example with absolute data paths, `steps` steps, `precision`.
 write_input() {
@@ -104,8 +117,25 @@ run() {
     exit 1
   fi
   read -r wall user sys <"$dir/time.txt"
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$b" "$t" "$p" "$r" "$n" "$wall" \
-    "$(python3 -c "print(f'{$user + $sys:.2f}')")" >>"$TSV"
+  local gflop="-"   # the model's count that dpk-train prints ("... 2.2 GFLOP/step per rank")
+  [ "$b" = dpk ] && gflop=$(sed -n 's/.* \([0-9.]*\) GFLOP\/step.*/\1/p' "$dir/log.txt" | tail -1)
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$b" "$t" "$p" "$r" "$n" "$wall" \
+    "$(python3 -c "print(f'{$user + $sys:.2f}')")" "${gflop:--}" >>"$TSV"
+}
+
+# gemm_rate THREADS PRECISION REPEAT: the machine's GEMM rate now (bench_gemm, n = 2000, BLAS
+# threads 1, the product split over THREADS Kokkos threads as dpk splits its own).
+gemm_rate() {
+  local scalar=double
+  [ "$2" = float32 ] && scalar=float
+  local out
+  out=$(env OMP_NUM_THREADS="$1" OMP_PROC_BIND=spread OMP_PLACES=threads OPENBLAS_NUM_THREADS=1 \
+        "$BENCH_GEMM" --benchmark_filter="^gemm<$scalar>/2000/2000/2000/1/" 2>&1) || {
+    echo "side_by_side.sh: $BENCH_GEMM failed:" >&2; echo "$out" | tail -5 >&2; exit 1; }
+  local rate
+  rate=$(echo "$out" | sed -n 's/.*GFLOP\/s=\([0-9.]*\).*/\1/p' | head -1)
+  [ -n "$rate" ] || { echo "side_by_side.sh: no GFLOP/s in the output of $BENCH_GEMM" >&2; exit 1; }
+  printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$rate" >>"$GEMM_TSV"
 }
 
 if [ -n "$BUSY" ]; then
@@ -118,9 +148,10 @@ if [ -n "$BUSY" ]; then
   echo "side_by_side.sh: busy loop pinned to core $BUSY (pid $busy_pid)" >&2
 fi
 echo "side_by_side.sh: backends ${available[*]}, threads $THREADS, precision $PRECISIONS, steps $N1 and $N2, $REPEATS repeat(s); OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset)}; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-for t in $THREADS; do
+for r in $(seq 1 "$REPEATS"); do
   for p in $PRECISIONS; do
-    for r in $(seq 1 "$REPEATS"); do
+    for t in $THREADS; do
+      [ -n "$BENCH_GEMM" ] && gemm_rate "$t" "$p" "$r"
       for b in "${available[@]}"; do
         run "$b" "$t" "$p" "$r" "$N1"
         run "$b" "$t" "$p" "$r" "$N2"
@@ -131,27 +162,69 @@ done
 echo "side_by_side.sh: done; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 # Table: medians over repeats of the per-step differences; ratio to dpk's CPU per step.
-python3 - "$TSV" "$N1" "$N2" <<'EOF'
+python3 - "$TSV" "$N1" "$N2" "$GEMM_TSV" <<'EOF'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 n1, n2 = int(sys.argv[2]), int(sys.argv[3])
+gemm = list(csv.DictReader(open(sys.argv[4]), delimiter="\t"))
 runs = {}
 for r in rows:
     runs.setdefault((r["backend"], r["threads"], r["precision"], r["repeat"]), {})[int(r["steps"])] = r
-per = {}
+per = {}   # (backend, threads, precision) -> {repeat: (wall ms, CPU ms, GFLOP per step)}
 for (b, t, p, rep), by in runs.items():
     if n1 in by and n2 in by:
         d = n2 - n1
         wall = (float(by[n2]["wall_s"]) - float(by[n1]["wall_s"])) / d * 1e3
         cpu = (float(by[n2]["cpu_s"]) - float(by[n1]["cpu_s"])) / d * 1e3
-        per.setdefault((b, t, p), []).append((wall, cpu))
+        gflop = by[n2].get("gflop_per_step", "-")
+        per.setdefault((b, t, p), {})[rep] = (wall, cpu, None if gflop in ("-", "", None) else float(gflop))
+med = statistics.median
 names = {"dpk": "dpk-train", "tf": "DeePMD-kit TF", "pt": "DeePMD-kit PyTorch"}
+
+
+def paired(a, b, f):
+    """Median over the repeats both have of f(a's entry, b's entry), and (min, max)."""
+    v = [f(a[r], b[r]) for r in a if r in b]
+    return (med(v), min(v), max(v)) if v else None
+
+
+reps = len({r["repeat"] for r in rows})
+print(f"CPU per step / dpk's: median over {reps} repeat(s) of each repeat's ratio (min-max)")
 print("| threads | precision | code | wall ms/step | CPU ms/step | CPU per step / dpk's |")
 print("|---|---|---|---|---|---|")
 for (b, t, p) in sorted(per, key=lambda k: (int(k[1]), k[2], list(names).index(k[0]))):
-    wall = statistics.median(w for w, _ in per[(b, t, p)])
-    cpu = statistics.median(c for _, c in per[(b, t, p)])
+    v = per[(b, t, p)]
+    wall = med(w for w, _, _ in v.values())
+    cpu = med(c for _, c, _ in v.values())
     ref = per.get(("dpk", t, p))
-    ratio = "%.2fx" % (cpu / statistics.median(c for _, c in ref)) if ref else "-"
+    ratio = paired(v, ref, lambda x, y: x[1] / y[1]) if ref else None
+    ratio = "%.2fx (%.2f-%.2f)" % ratio if ratio and len(v) > 1 else ("%.2fx" % ratio[0] if ratio else "-")
     print(f"| {t} | {p} | {names[b]} | {wall:.1f} | {cpu:.1f} | {ratio} |")
+
+threads = sorted({int(t) for (_, t, _) in per})
+if len(threads) > 1:
+    lo, hi = str(threads[0]), str(threads[-1])
+    print(f"\nwall per step, {lo} -> {hi} threads: median over repeats of each repeat's ratio (min-max)")
+    for (b, t, p) in sorted(per):
+        if t == lo and (b, hi, p) in per:
+            s = paired(per[(b, lo, p)], per[(b, hi, p)], lambda x, y: x[0] / y[0])
+            if s:
+                print(f"- {names[b]} {p}: {s[0]:.2f}x ({s[1]:.2f}-{s[2]:.2f})")
+
+if gemm:
+    rate = {}
+    for g in gemm:
+        rate.setdefault((g["threads"], g["precision"]), {})[g["repeat"]] = float(g["gflops"])
+    print("\ndpk's rate over the whole step vs the machine's GEMM rate (bench_gemm n = 2000, same repeat)")
+    print("| threads | precision | GEMM GFLOP/s | dpk GFLOP/s over the step | fraction |")
+    print("|---|---|---|---|---|")
+    for (t, p), by_rep in sorted(rate.items(), key=lambda k: (int(k[0][0]), k[0][1])):
+        d = per.get(("dpk", t, p))
+        if not d:
+            continue
+        frac = [d[r][2] / d[r][0] * 1e3 / by_rep[r] for r in d if r in by_rep and d[r][2]]
+        step_rate = [d[r][2] / d[r][0] * 1e3 for r in d if d[r][2]]
+        if frac:
+            print(f"| {t} | {p} | {med(by_rep.values()):.1f} | {med(step_rate):.1f} | "
+                  f"{100 * med(frac):.0f} % ({100 * min(frac):.0f}-{100 * max(frac):.0f}) |")
 EOF
