@@ -41,7 +41,7 @@ while [ $# -gt 0 ]; do
     --busy) BUSY="$2"; shift 2 ;;
     --bench-gemm) BENCH_GEMM="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "side_by_side.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
