@@ -48,9 +48,10 @@ done
 read -r N1 N2 <<<"$STEPS"
 case "$N1$N2" in ''|*[!0-9]*) echo "side_by_side.sh: --steps needs two step counts, got '$STEPS'" >&2; exit 2 ;; esac
 [ "$N2" -gt "$N1" ] || { echo "side_by_side.sh: --steps: the second count must be larger" >&2; exit 2; }
-case "$DPK_TRAIN" in /*) ;; *) DPK_TRAIN="$PWD/$DPK_TRAIN" ;; esac   # runs start in their own folders
+absolute() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }   # runs start in their own folders
+DPK_TRAIN=$(absolute "$DPK_TRAIN")
 if [ -n "$BENCH_GEMM" ]; then
-  case "$BENCH_GEMM" in /*) ;; *) BENCH_GEMM="$PWD/$BENCH_GEMM" ;; esac
+  BENCH_GEMM=$(absolute "$BENCH_GEMM")
   [ -x "$BENCH_GEMM" ] || { echo "side_by_side.sh: --bench-gemm '$BENCH_GEMM' is not an executable (cmake --build build/openmp --target bench_gemm)" >&2; exit 2; }
 fi
 command -v /usr/bin/time >/dev/null || { echo "side_by_side.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
@@ -183,9 +184,16 @@ names = {"dpk": "dpk-train", "tf": "DeePMD-kit TF", "pt": "DeePMD-kit PyTorch"}
 
 
 def paired(a, b, f):
-    """Median over the repeats both have of f(a's entry, b's entry), and (min, max)."""
-    v = [f(a[r], b[r]) for r in a if r in b]
-    return (med(v), min(v), max(v)) if v else None
+    """f(a's entry, b's entry) for every repeat both have."""
+    return [f(a[r], b[r]) for r in a if r in b]
+
+
+def spread(v, form, unit=""):
+    """'median<unit> (min-max)' of the values v in format `form`; '-' for none, no range for one."""
+    if not v:
+        return "-"
+    text = (form % med(v)) + unit
+    return text if len(v) == 1 else f"{text} ({form % min(v)}-{form % max(v)})"
 
 
 reps = len({r["repeat"] for r in rows})
@@ -197,8 +205,7 @@ for (b, t, p) in sorted(per, key=lambda k: (int(k[1]), k[2], list(names).index(k
     wall = med(w for w, _, _ in v.values())
     cpu = med(c for _, c, _ in v.values())
     ref = per.get(("dpk", t, p))
-    ratio = paired(v, ref, lambda x, y: x[1] / y[1]) if ref else None
-    ratio = "%.2fx (%.2f-%.2f)" % ratio if ratio and len(v) > 1 else ("%.2fx" % ratio[0] if ratio else "-")
+    ratio = spread(paired(v, ref, lambda x, y: x[1] / y[1]) if ref else [], "%.2f", "x")
     print(f"| {t} | {p} | {names[b]} | {wall:.1f} | {cpu:.1f} | {ratio} |")
 
 threads = sorted({int(t) for (_, t, _) in per})
@@ -209,7 +216,7 @@ if len(threads) > 1:
         if t == lo and (b, hi, p) in per:
             s = paired(per[(b, lo, p)], per[(b, hi, p)], lambda x, y: x[0] / y[0])
             if s:
-                print(f"- {names[b]} {p}: {s[0]:.2f}x ({s[1]:.2f}-{s[2]:.2f})")
+                print(f"- {names[b]} {p}: {spread(s, '%.2f', 'x')}")
 
 if gemm:
     rate = {}
@@ -222,9 +229,9 @@ if gemm:
         d = per.get(("dpk", t, p))
         if not d:
             continue
-        frac = [d[r][2] / d[r][0] * 1e3 / by_rep[r] for r in d if r in by_rep and d[r][2]]
-        step_rate = [d[r][2] / d[r][0] * 1e3 for r in d if d[r][2]]
+        step_rate = {r: d[r][2] / d[r][0] * 1e3 for r in d if d[r][2]}   # GFLOP/s over the step
+        frac = [100 * step_rate[r] / by_rep[r] for r in step_rate if r in by_rep]
         if frac:
-            print(f"| {t} | {p} | {med(by_rep.values()):.1f} | {med(step_rate):.1f} | "
-                  f"{100 * med(frac):.0f} % ({100 * min(frac):.0f}-{100 * max(frac):.0f}) |")
+            print(f"| {t} | {p} | {med(by_rep.values()):.1f} | {med(step_rate.values()):.1f} | "
+                  f"{spread(frac, '%.0f', ' %')} |")
 EOF
