@@ -10,13 +10,15 @@
 # On a GPU host (any Linux x86_64 with an NVIDIA driver recent enough for CUDA 11.8, glibc >= the
 # one listed in MANIFEST.txt):
 #
-#   tar -xzf dpk-gpu-bundle.tar.gz && dpk-gpu-bundle/run.sh [device] [steps]  # tests + short training
+#   tar -xzf dpk-gpu-bundle.tar.gz && dpk-gpu-bundle/run.sh [device] [steps]  # tests, training, benchmarks
 #
 #   scripts/gpu_bundle.sh [OUTPUT.tar.gz]    (default build/dpk-gpu-bundle.tar.gz)
 #   DPK_BUNDLE_ARCH       hopper90 (default) or ampere80
 #   DPK_BUNDLE_BUILD_DIR  build folder (default build/gpu-bundle-<arch>)
 #   DPK_BUILD_JOBS        parallel compile jobs (default: nproc)
 #   DPK_BUNDLE_TARGETS    only these targets (space-separated; default every executable target)
+#   DPK_BUNDLE_BENCHMARKS 1 (default) also the Google Benchmark programs and the kernel-times tool
+#                         (libbenchmark's shared library ships in lib/: Debian has no static one)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { printf '[gpu_bundle] %s\n' "$*"; }
@@ -35,6 +37,8 @@ case "$arch" in
   *) die "DPK_BUNDLE_ARCH='$arch': expected hopper90 or ampere80" ;;
 esac
 limit_mb=60
+bench="${DPK_BUNDLE_BENCHMARKS:-1}"
+case "$bench" in 1) bench_cmake=ON ;; 0) bench_cmake=OFF ;; *) die "DPK_BUNDLE_BENCHMARKS='$bench': expected 0 or 1" ;; esac
 start=$(date +%s)
 
 scripts/bootstrap.sh "$bootstrap_flag"
@@ -43,9 +47,16 @@ scripts/bootstrap.sh "$bootstrap_flag"
 strict_flags=$(python3 -c 'import json; print([p for p in json.load(open("CMakePresets.json"))["configurePresets"] if p["name"] == "cuda"][0]["cacheVariables"]["CMAKE_CXX_FLAGS"])')
 say "configure $build_dir ($arch: $kokkos_line; static cudart/libstdc++, no MPI, no cuBLAS)"
 mkdir -p "$build_dir"
-cmake -S . -B "$build_dir" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release \
+# Kokkos 4's package config looks for the CUDA toolkit (FindCUDAToolkit): root it at the CUDA 11.8
+# shim, not at a newer CUDA that the machine may carry on PATH or in /usr/local/cuda (CUDA 13's
+# headers with Kokkos built for 11.8 fail in Kokkos_Cuda_Instance.hpp; CUDA 13's static runtime).
+export PATH="$deps/cuda-11.8/bin:/usr/bin:$PATH"
+# Kokkos 4 links CUDA::cudart, which FindCUDAToolkit makes the shared runtime (libcudart.so.11.0,
+# absent on a CUDA 12/13 host): point it at the static one.
+cmake -S . -B "$build_dir" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release -DCUDAToolkit_ROOT="$deps/cuda-11.8" \
+  -DCUDA_cudart_LIBRARY="$deps/cuda-11.8/lib64/libcudart_static.a" \
   -DCMAKE_CXX_COMPILER="$prefix/bin/nvcc_wrapper" -DCMAKE_PREFIX_PATH="$prefix" \
-  -DDPK_ENABLE_MPI=OFF -DDPK_ENABLE_INTEROP=OFF -DDPK_ENABLE_BENCHMARKS=OFF -DDPK_ENABLE_TESTS=ON -DDPK_ENABLE_EXAMPLES=ON \
+  -DDPK_ENABLE_MPI=OFF -DDPK_ENABLE_INTEROP=OFF -DCMAKE_DISABLE_FIND_PACKAGE_LAMMPS=ON -DDPK_ENABLE_BENCHMARKS=$bench_cmake -DDPK_ENABLE_TESTS=ON -DDPK_ENABLE_EXAMPLES=ON \
   -DDPK_TEST_SOURCE_DIR=. -DDPK_TEST_DATA_DIR=./tests/data \
   -DCMAKE_CXX_FLAGS="$strict_flags" -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >"$build_dir/dpk_bundle_configure.log" 2>&1 \
   || { tail -40 "$build_dir/dpk_bundle_configure.log" >&2; die "configure failed"; }
@@ -67,57 +78,31 @@ fi
 
 stage_root="$build_dir/stage"
 stage="$stage_root/dpk-gpu-bundle"
-rm -rf "$stage_root" && mkdir -p "$stage/bin" "$stage/tests" "$stage/examples"
-mapfile -t exes < <(find "$build_dir/tests" "$build_dir/examples" -path '*/CMakeFiles' -prune -o -type f -perm -u+x -print 2>/dev/null | sort)
+rm -rf "$stage_root" && mkdir -p "$stage/bin" "$stage/lib" "$stage/tests" "$stage/examples"
+mapfile -t exes < <(find "$build_dir/tests" "$build_dir/examples" "$build_dir/benchmarks" -path '*/CMakeFiles' -prune \
+  -o -type f -perm -u+x ! -name '*.so' -print 2>/dev/null | sort)
 [ "${#exes[@]}" -gt 0 ] || die "no executables were built"
 for exe in "${exes[@]}"; do
   cp "$exe" "$stage/bin/"
   strip --strip-unneeded "$stage/bin/$(basename "$exe")" 2>/dev/null || true
 done
+# Only the driver (libcuda.so.1), glibc and lib/ may be needed at run time.
+for exe in "$stage"/bin/*; do
+  if objdump -p "$exe" | awk '/NEEDED/ {print $2}' | grep -q -E '^lib(cudart|cublas|stdc\+\+|gomp)'; then
+    die "$(basename "$exe") needs $(objdump -p "$exe" | awk '/NEEDED/ {print $2}' | grep -E '^lib(cudart|cublas|stdc|gomp)' | tr '\n' ' ')-- not shippable"
+  fi
+done
+# The kernel-times tool (a Kokkos Tools library: per-kernel time, fenced by Kokkos 4 by default)
+# and the one shared library the benchmarks need beyond glibc and the driver.
+find "$build_dir/benchmarks" -maxdepth 1 -name 'libdpk-kernel-times.so' -exec cp {} "$stage/lib/" \;
+if ls "$stage"/bin/bench_* >/dev/null 2>&1; then
+  gbench=$(ldd "$(ls "$stage"/bin/bench_* | head -n1)" | awk '/libbenchmark/ {print $3}')
+  [ -n "$gbench" ] && cp -L "$gbench" "$stage/lib/"
+fi
 cp -r tests/data "$stage/tests/data"
 cp -r examples/water "$stage/examples/water"
 
-cat >"$stage/run.sh" <<'RUN'
-#!/bin/sh
-# dpk GPU bundle: runs every test binary on the GPU, then a short training of the water example
-# (its input.json unchanged, stopped early with --stop-at) and `dpk-train test` of the result.
-# Usage: ./run.sh [device id, default 0] [training steps, default 300]. Needs only an NVIDIA driver.
-cd "$(dirname "$0")" || exit 1
-export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-${1:-0}}"
-steps="${2:-300}"
-export CUDA_CACHE_PATH="${CUDA_CACHE_PATH:-$PWD/.nv-cache}"   # PTX JIT cache (GPUs newer than sm_80)
-export CUDA_CACHE_MAXSIZE="${CUDA_CACHE_MAXSIZE:-4294967296}"
-mkdir -p results
-echo "== dpk GPU bundle: $(cat VERSION 2>/dev/null); CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-fail=0
-for t in bin/test_*; do
-  [ -x "$t" ] || continue
-  name=$(basename "$t")
-  start=$(date +%s)
-  if "$t" >"results/$name.log" 2>&1; then status=PASS; else status=FAIL; fail=$((fail + 1)); fi
-  echo "$status  $name  ($(( $(date +%s) - start )) s; log results/$name.log)"
-  [ "$status" = FAIL ] && tail -n 25 "results/$name.log"
-done
-if [ -x bin/dpk-train ]; then
-  start=$(date +%s)
-  if bin/dpk-train train examples/water/se_e2_a/input.json --output results/train --stop-at "$steps" \
-      >results/train.log 2>&1; then status=PASS; else status=FAIL; fail=$((fail + 1)); fi
-  echo "$status  dpk-train train, water, $steps steps ($(( $(date +%s) - start )) s; log results/train.log)"
-  tail -n 15 results/train.log
-  [ -f results/train/lcurve.out ] && { echo "-- lcurve.out (last lines)"; tail -n 5 results/train/lcurve.out; }
-  model=$(ls results/train/model.dpk results/train/*.dpk 2>/dev/null | head -n 1)
-  if [ -n "$model" ]; then
-    if bin/dpk-train test -m "$model" -s examples/water/data/data_3 -n 20 >results/test.log 2>&1; then status=PASS
-    else status=FAIL; fail=$((fail + 1)); fi
-    echo "$status  dpk-train test on data_3 (log results/test.log)"; tail -n 8 results/test.log
-  fi
-else
-  echo "SKIP  dpk-train (not in this bundle)"
-fi
-echo "== $fail failure(s); logs in $PWD/results"
-[ "$fail" = 0 ]
-RUN
+cp scripts/gpu_bundle_run.sh "$stage/run.sh"
 chmod 755 "$stage/run.sh"
 
 {
