@@ -7,7 +7,7 @@
 #
 #   benchmarks/side_by_side.sh [--venv DIR] [--dpk-train PATH] [--threads "1 2"]
 #       [--precision "float64 float32"] [--backends "dpk tf pt"] [--steps "50 250"]
-#       [--repeats 1] [--busy CORE] [--bench-gemm PATH] [--out DIR]
+#       [--repeats 1] [--busy CORE | --busy-pairs CORE] [--bench-gemm PATH] [--out DIR]
 #
 # Per step = (run of the larger step count - run of the smaller) / (difference), so start-up,
 # statistics and the final model cancel; CPU = user + sys of the process tree (/usr/bin/time),
@@ -21,14 +21,17 @@
 # skipped with a message. Prints one markdown table row per (backend, threads, precision) and
 # writes the raw timings to OUT/timings.tsv (default out/side_by_side). --busy CORE keeps a
 # competing busy loop pinned to core CORE (taskset) during every run: the "busy node" case of
-# docs/tuning.md (another job on one of the cores). --bench-gemm PATH (dpk's bench_gemm) measures
+# docs/tuning.md (another job on one of the cores). --busy-pairs CORE runs every setting twice in
+# each repeat, quiet and then with that busy loop, and prints each backend's busy/quiet ratio of
+# wall per step (median of the repeats' own ratios), so both loads are measured in the same hour.
+# --bench-gemm PATH (dpk's bench_gemm) measures
 # the machine's GEMM rate (n = 2000 square, at each thread count, in each repeat, next to the
 # runs) and prints dpk's rate over the whole step (dpk-train's GFLOP per step / wall per step) as
 # a fraction of it.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV="" DPK_TRAIN="$ROOT/build/openmp/examples/trainer/dpk-train" THREADS="1" PRECISIONS="float64 float32"
-BACKENDS="dpk tf pt" STEPS="50 250" REPEATS=1 OUT="$ROOT/out/side_by_side" BUSY="" BENCH_GEMM=""
+BACKENDS="dpk tf pt" STEPS="50 250" REPEATS=1 OUT="$ROOT/out/side_by_side" BUSY="" LOADS="quiet" BENCH_GEMM=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --venv) VENV="$2"; shift 2 ;;
@@ -38,10 +41,11 @@ while [ $# -gt 0 ]; do
     --backends) BACKENDS="$2"; shift 2 ;;
     --steps) STEPS="$2"; shift 2 ;;
     --repeats) REPEATS="$2"; shift 2 ;;
-    --busy) BUSY="$2"; shift 2 ;;
+    --busy) BUSY="$2"; LOADS="busy"; shift 2 ;;
+    --busy-pairs) BUSY="$2"; LOADS="quiet busy"; shift 2 ;;
     --bench-gemm) BENCH_GEMM="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "side_by_side.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -76,7 +80,7 @@ done
 
 mkdir -p "$OUT"
 TSV="$OUT/timings.tsv"
-printf 'backend\tthreads\tprecision\trepeat\tsteps\twall_s\tcpu_s\tgflop_per_step\n' >"$TSV"
+printf 'backend\tthreads\tprecision\trepeat\tsteps\twall_s\tcpu_s\tgflop_per_step\tload\n' >"$TSV"
 GEMM_TSV="$OUT/gemm_rate.tsv"
 printf 'threads\tprecision\trepeat\tgflops\n' >"$GEMM_TSV"
 
@@ -99,9 +103,9 @@ json.dump(j, open(dst, "w"), indent=1)
 EOF
 }
 
-# run BACKEND THREADS PRECISION REPEAT STEPS: one training run, its times appended to the TSV.
+# run BACKEND THREADS PRECISION REPEAT STEPS LOAD: one training run, its times appended to the TSV.
 run() {
-  local b="$1" t="$2" p="$3" r="$4" n="$5" dir="$OUT/$1-t$2-$3-r$4-n$5"
+  local b="$1" t="$2" p="$3" r="$4" n="$5" load="$6" dir="$OUT/$1-t$2-$3-r$4-n$5-$6"
   rm -rf "$dir"; mkdir -p "$dir"
   write_input "$n" "$p" "$dir/input.json"
   local cmd=()
@@ -120,8 +124,8 @@ run() {
   read -r wall user sys <"$dir/time.txt"
   local gflop="-"   # the model's count that dpk-train prints ("... 2.2 GFLOP/step per rank")
   [ "$b" = dpk ] && gflop=$(sed -n 's/.* \([0-9.]*\) GFLOP\/step.*/\1/p' "$dir/log.txt" | tail -1)
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$b" "$t" "$p" "$r" "$n" "$wall" \
-    "$(python3 -c "print(f'{$user + $sys:.2f}')")" "${gflop:--}" >>"$TSV"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$b" "$t" "$p" "$r" "$n" "$wall" \
+    "$(python3 -c "print(f'{$user + $sys:.2f}')")" "${gflop:--}" "$load" >>"$TSV"
 }
 
 # gemm_rate THREADS PRECISION REPEAT: the machine's GEMM rate now (bench_gemm, n = 2000, BLAS
@@ -139,23 +143,35 @@ gemm_rate() {
   printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$rate" >>"$GEMM_TSV"
 }
 
-if [ -n "$BUSY" ]; then
-  command -v taskset >/dev/null || { echo "side_by_side.sh: --busy needs taskset (util-linux)" >&2; exit 2; }
+# The competing busy loop pinned to core $BUSY: started before a busy run, stopped after it.
+busy_pid=""
+busy_start() {
   taskset -c "$BUSY" bash -c 'while :; do :; done' &
   busy_pid=$!
-  trap 'kill "$busy_pid" 2>/dev/null || true' EXIT
   sleep 1
-  kill -0 "$busy_pid" 2>/dev/null || { echo "side_by_side.sh: --busy $BUSY: could not start the busy loop" >&2; exit 2; }
-  echo "side_by_side.sh: busy loop pinned to core $BUSY (pid $busy_pid)" >&2
+  kill -0 "$busy_pid" 2>/dev/null || { echo "side_by_side.sh: busy loop on core $BUSY did not start" >&2; exit 2; }
+}
+busy_stop() {
+  [ -z "$busy_pid" ] || { kill "$busy_pid" 2>/dev/null; wait "$busy_pid" 2>/dev/null; busy_pid=""; } || true
+}
+if [ -n "$BUSY" ]; then
+  command -v taskset >/dev/null || { echo "side_by_side.sh: --busy needs taskset (util-linux)" >&2; exit 2; }
+  trap busy_stop EXIT
+  echo "side_by_side.sh: busy loop pinned to core $BUSY for the runs marked busy (loads: $LOADS)" >&2
 fi
 echo "side_by_side.sh: backends ${available[*]}, threads $THREADS, precision $PRECISIONS, steps $N1 and $N2, $REPEATS repeat(s); OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset)}; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for r in $(seq 1 "$REPEATS"); do
   for p in $PRECISIONS; do
     for t in $THREADS; do
+      [ "$LOADS" = busy ] && busy_start   # --busy: the GEMM probe runs beside the loop too
       [ -n "$BENCH_GEMM" ] && gemm_rate "$t" "$p" "$r"
-      for b in "${available[@]}"; do
-        run "$b" "$t" "$p" "$r" "$N1"
-        run "$b" "$t" "$p" "$r" "$N2"
+      for load in $LOADS; do
+        [ "$load" = busy ] && [ -z "$busy_pid" ] && busy_start
+        for b in "${available[@]}"; do
+          run "$b" "$t" "$p" "$r" "$N1" "$load"
+          run "$b" "$t" "$p" "$r" "$N2" "$load"
+        done
+        busy_stop
       done
     done
   done
@@ -170,15 +186,16 @@ n1, n2 = int(sys.argv[2]), int(sys.argv[3])
 gemm = list(csv.DictReader(open(sys.argv[4]), delimiter="\t"))
 runs = {}
 for r in rows:
-    runs.setdefault((r["backend"], r["threads"], r["precision"], r["repeat"]), {})[int(r["steps"])] = r
-per = {}   # (backend, threads, precision) -> {repeat: (wall ms, CPU ms, GFLOP per step)}
-for (b, t, p, rep), by in runs.items():
+    load = r.get("load") or "quiet"   # timings from before the load column: quiet or --busy
+    runs.setdefault((r["backend"], r["threads"], r["precision"], load, r["repeat"]), {})[int(r["steps"])] = r
+per = {}   # (backend, threads, precision, load) -> {repeat: (wall ms, CPU ms, GFLOP per step)}
+for (b, t, p, load, rep), by in runs.items():
     if n1 in by and n2 in by:
         d = n2 - n1
         wall = (float(by[n2]["wall_s"]) - float(by[n1]["wall_s"])) / d * 1e3
         cpu = (float(by[n2]["cpu_s"]) - float(by[n1]["cpu_s"])) / d * 1e3
         gflop = by[n2].get("gflop_per_step", "-")
-        per.setdefault((b, t, p), {})[rep] = (wall, cpu, None if gflop in ("-", "", None) else float(gflop))
+        per.setdefault((b, t, p, load), {})[rep] = (wall, cpu, None if gflop in ("-", "", None) else float(gflop))
 med = statistics.median
 names = {"dpk": "dpk-train", "tf": "DeePMD-kit TF", "pt": "DeePMD-kit PyTorch"}
 
@@ -197,26 +214,39 @@ def spread(v, form, unit=""):
 
 
 reps = len({r["repeat"] for r in rows})
+loads = sorted({k[3] for k in per}, key=["quiet", "busy"].index)
+busy_column = loads != ["quiet"]   # a load column once any run had the busy loop beside it
 print(f"CPU per step / dpk's: median over {reps} repeat(s) of each repeat's ratio (min-max)")
-print("| threads | precision | code | wall ms/step | CPU ms/step | CPU per step / dpk's |")
-print("|---|---|---|---|---|---|")
-for (b, t, p) in sorted(per, key=lambda k: (int(k[1]), k[2], list(names).index(k[0]))):
-    v = per[(b, t, p)]
+print("| threads | precision |" + (" load |" if busy_column else "") + " code | wall ms/step | CPU ms/step | CPU per step / dpk's |")
+print("|---|---|" + ("---|" if busy_column else "") + "---|---|---|---|")
+for (b, t, p, load) in sorted(per, key=lambda k: (int(k[1]), k[2], loads.index(k[3]), list(names).index(k[0]))):
+    v = per[(b, t, p, load)]
     wall = med(w for w, _, _ in v.values())
     cpu = med(c for _, c, _ in v.values())
-    ref = per.get(("dpk", t, p))
+    ref = per.get(("dpk", t, p, load))
     ratio = spread(paired(v, ref, lambda x, y: x[1] / y[1]) if ref else [], "%.2f", "x")
-    print(f"| {t} | {p} | {names[b]} | {wall:.1f} | {cpu:.1f} | {ratio} |")
+    print(f"| {t} | {p} |" + (f" {load} |" if busy_column else "") + f" {names[b]} | {wall:.1f} | {cpu:.1f} | {ratio} |")
 
-threads = sorted({int(t) for (_, t, _) in per})
+threads = sorted({int(k[1]) for k in per})
 if len(threads) > 1:
     lo, hi = str(threads[0]), str(threads[-1])
     print(f"\nwall per step, {lo} -> {hi} threads: median over repeats of each repeat's ratio (min-max)")
-    for (b, t, p) in sorted(per):
-        if t == lo and (b, hi, p) in per:
-            s = paired(per[(b, lo, p)], per[(b, hi, p)], lambda x, y: x[0] / y[0])
+    for (b, t, p, load) in sorted(per):
+        if t == lo and (b, hi, p, load) in per:
+            s = paired(per[(b, lo, p, load)], per[(b, hi, p, load)], lambda x, y: x[0] / y[0])
             if s:
-                print(f"- {names[b]} {p}: {spread(s, '%.2f', 'x')}")
+                print(f"- {names[b]} {p}" + (f" {load}" if busy_column else "") + f": {spread(s, '%.2f', 'x')}")
+
+if len(loads) > 1:
+    print("\nbusy / quiet, same repeat (slow-down by the busy loop): median of each repeat's ratio (min-max)")
+    print("| threads | precision | code | wall busy / quiet | CPU busy / quiet |")
+    print("|---|---|---|---|---|")
+    for (b, t, p, load) in sorted(per, key=lambda k: (int(k[1]), k[2], list(names).index(k[0]))):
+        if load == "quiet" and (b, t, p, "busy") in per:
+            q, y = per[(b, t, p, "quiet")], per[(b, t, p, "busy")]
+            w = spread(paired(y, q, lambda x, z: x[0] / z[0]), "%.2f", "x")
+            c = spread(paired(y, q, lambda x, z: x[1] / z[1]), "%.2f", "x")
+            print(f"| {t} | {p} | {names[b]} | {w} | {c} |")
 
 if gemm:
     rate = {}
@@ -226,7 +256,7 @@ if gemm:
     print("| threads | precision | GEMM GFLOP/s | dpk GFLOP/s over the step | fraction |")
     print("|---|---|---|---|---|")
     for (t, p), by_rep in sorted(rate.items(), key=lambda k: (int(k[0][0]), k[0][1])):
-        d = per.get(("dpk", t, p))
+        d = per.get(("dpk", t, p, loads[0]))   # the load the GEMM probe ran beside
         if not d:
             continue
         step_rate = {r: d[r][2] / d[r][0] * 1e3 for r in d if d[r][2]}   # GFLOP/s over the step
