@@ -5,10 +5,11 @@
 #   scripts/gpu_bundle.sh && scripts/gpu_remote_check.sh pack [--deepmd-pt]     # here
 #   scripts/gpu_remote_check.sh run                                             # there, in the tree
 #
-# pack  writes .gpu/bundle.tar.gz: the built bundle without its copy of tests/data and
-#       examples/water (the tree that travels has them; ~30 MB instead of ~40). With --deepmd-pt
-#       also .gpu/whl: DeePMD-kit 3.2.0 and the packages its PyTorch backend imports that the GPU
-#       machine's Python 3.12 image lacks (pip download, ~11 MB), for a side-by-side training there.
+# pack  writes .gpu/bundle.tar.xz: the built bundle without its copy of tests/data and
+#       examples/water (the tree that travels has them), xz-compressed (~15 MB; gzip: ~30). With
+#       --deepmd-pt also .gpu/whl: DeePMD-kit 3.2.0 and the packages its PyTorch backend imports
+#       that the GPU machine's Python 3.12 image lacks (pip download, ~30 MB), for a side-by-side
+#       training there.
 #       .gpu/ is kept out of git (.git/info/exclude); name it in the device tool's `carry`.
 # run   unpacks it under /tmp, links the tree's data into it, runs run.sh's tests, training and
 #       kernel times (RUN_LIMIT s, default 240), DeePMD-kit's PyTorch backend on the same water
@@ -17,6 +18,7 @@
 #       results into $OUT (or RESULTS_DIR): run.log, pt.log, bench.log, results.tar.gz.
 #       run.sh's own variables (DPK_JOBS, DPK_TEST_TIMEOUT, DPK_BENCH_PROGRAMS, ...) pass through;
 #       STEPS (default 300) is the training length.
+# pt [N1 N2]  the DeePMD-kit part alone (needs .gpu/whl and a Python 3.12 with torch).
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
@@ -28,17 +30,24 @@ pack() {
   [ -x "$stage/dpk-gpu-bundle/run.sh" ] || die "no bundle in $stage (run scripts/gpu_bundle.sh first)"
   mkdir -p .gpu .git/info
   grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >>.git/info/exclude
-  tar -czf .gpu/bundle.tar.gz -C "$stage" --exclude=dpk-gpu-bundle/tests --exclude=dpk-gpu-bundle/examples dpk-gpu-bundle
-  say ".gpu/bundle.tar.gz: $(du -h .gpu/bundle.tar.gz | cut -f1)"
+  rm -f .gpu/bundle.tar.gz
+  tar -cJf .gpu/bundle.tar.xz -C "$stage" --exclude=dpk-gpu-bundle/tests --exclude=dpk-gpu-bundle/examples dpk-gpu-bundle
+  say ".gpu/bundle.tar.xz: $(du -h .gpu/bundle.tar.xz | cut -f1)"
   if [ "${1:-}" = --deepmd-pt ]; then
     mkdir -p .gpu/whl
-    # What `dp --pt train` imports beyond the image's packages (checked with sys.modules after
-    # importing deepmd.pt.train.training in a full venv): dargs, typeguard, wcmatch, bracex,
-    # array_api_compat, lmdb. Python 3.12, manylinux x86_64.
+    # What `dp --pt train` imports beyond the image's packages (tried with `pt` below in a
+    # Python 3.12 venv holding only what the image has: numpy scipy h5py pyyaml einops ml_dtypes
+    # msgpack pandas torch e3nn): dargs, typeguard, wcmatch, bracex, array_api_compat, lmdb;
+    # mpich, whose library deepmd.pt loads at import (cxx_op.py); mendeleev, imported for the
+    # data statistics, with SQLAlchemy, Deprecated, Pint (flexcache, flexparser, platformdirs),
+    # pydantic (pydantic-core, annotated-types, typing-inspection) and pyfiglet.
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
       --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
       --platform manylinux2014_x86_64 -d .gpu/whl deepmd-kit==3.2.0 dargs==0.5.1 typeguard==4.6.1 \
-      wcmatch==12.0.3 bracex==3.2.3 array-api-compat==1.16.0 lmdb==1.7.5 || die "pip download failed"
+      wcmatch==12.0.3 bracex==3.2.3 array-api-compat==1.16.0 lmdb==1.7.5 mpich==5.0.2 mendeleev==1.3.0 \
+      sqlalchemy==2.1.9 deprecated==1.3.1 pint==0.24.4 flexcache==0.3 flexparser==0.4 platformdirs==4.14.9 \
+      pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 pyfiglet==0.8.post1 \
+      || die "pip download failed"
     say ".gpu/whl: $(du -sh .gpu/whl | cut -f1)"
   fi
   say "travels: $(du -sh .gpu | cut -f1) in .gpu + the tree (limit 64 MiB together)"
@@ -47,9 +56,12 @@ pack() {
 # DeePMD-kit's PyTorch backend, water example, float64: wall seconds for N1 and N2 steps.
 deepmd_pt() {
   local n1=$1 n2=$2 n d s e
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/dpk-site .gpu/whl/*.whl \
+  # --prefix, not --target: mpich's wheel puts libmpi in <prefix>/lib, where deepmd.pt looks for
+  # it through the package's file list (with --target it is lost and `import deepmd.pt` fails).
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --prefix /tmp/dpk-prefix .gpu/whl/*.whl \
     || { echo "FAIL  pip install of .gpu/whl"; return 1; }
-  export PYTHONPATH=/tmp/dpk-site
+  PYTHONPATH=$(python3 -c "import sysconfig; print(sysconfig.get_path('purelib', vars={'base': '/tmp/dpk-prefix'}))")
+  export PYTHONPATH
   python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))"
   for n in "$n1" "$n2"; do
     d=/tmp/dpk-pt-$n; rm -rf "$d"; mkdir -p "$d"
@@ -78,10 +90,10 @@ PY
 run() {
   local out="${RESULTS_DIR:-${OUT:-$root/results-gpu}}" b=/tmp/dpk-bundle
   mkdir -p "$out"
-  [ -f .gpu/bundle.tar.gz ] || die ".gpu/bundle.tar.gz missing (pack it here first, carry .gpu)"
+  [ -f .gpu/bundle.tar.xz ] || die ".gpu/bundle.tar.xz missing (pack it here first, carry .gpu)"
   echo "== host: $(nproc) cores,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), glibc $(ldd --version | head -n1 | awk '{print $NF}')"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
-  rm -rf "$b" && mkdir -p "$b" && tar -xzf .gpu/bundle.tar.gz -C "$b" || die "cannot unpack the bundle"
+  rm -rf "$b" && mkdir -p "$b" && tar -xJf .gpu/bundle.tar.xz -C "$b" || die "cannot unpack the bundle"
   cd "$b/dpk-gpu-bundle" || exit 1
   mkdir -p tests examples
   ln -sfn "$root/tests/data" tests/data
@@ -103,5 +115,6 @@ run() {
 case "${1:-}" in
   pack) shift; pack "$@" ;;
   run) run ;;
-  *) sed -n '2,21p' "$0"; exit 2 ;;
+  pt) shift; deepmd_pt "${1:-20}" "${2:-120}" ;;   # the DeePMD-kit part alone
+  *) sed -n '2,22p' "$0"; exit 2 ;;
 esac
