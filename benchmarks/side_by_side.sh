@@ -86,21 +86,7 @@ printf 'threads\tprecision\trepeat\tgflops\n' >"$GEMM_TSV"
 
 # input.json of the water example with absolute data paths, `steps` steps, `precision`.
 write_input() {
-  python3 - "$ROOT/examples/water/se_e2_a/input.json" "$ROOT/examples/water/data" "$1" "$2" "$3" <<'EOF'
-import json, sys
-src, data, steps, precision, dst = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
-j = json.load(open(src))
-j["model"]["descriptor"]["precision"] = precision
-j["model"]["fitting_net"]["precision"] = precision
-t = j["training"]
-t["training_data"]["systems"] = [data + "/data_%d" % i for i in range(3)]
-if "validation_data" in t:
-    t["validation_data"]["systems"] = [data + "/data_3"]
-t["numb_steps"] = steps
-t["disp_freq"] = steps
-t["save_freq"] = steps
-json.dump(j, open(dst, "w"), indent=1)
-EOF
+  python3 "$ROOT/benchmarks/water_input.py" "$ROOT/examples/water/se_e2_a/input.json" "$ROOT/examples/water/data" "$1" "$3" "$2"
 }
 
 # run BACKEND THREADS PRECISION REPEAT STEPS LOAD: one training run, its times appended to the TSV.

@@ -65,17 +65,7 @@ deepmd_pt() {
   python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name(0))"
   for n in "$n1" "$n2"; do
     d=/tmp/dpk-pt-$n; rm -rf "$d"; mkdir -p "$d"
-    python3 - "$root/examples/water/se_e2_a/input.json" "$root/examples/water/data" "$n" "$d/input.json" <<'PY'
-import json, sys
-src, data, steps, dst = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-j = json.load(open(src))
-t = j["training"]
-t["training_data"]["systems"] = [data + "/data_%d" % i for i in range(3)]
-if "validation_data" in t:
-    t["validation_data"]["systems"] = [data + "/data_3"]
-t["numb_steps"] = steps; t["disp_freq"] = steps; t["save_freq"] = steps
-json.dump(j, open(dst, "w"), indent=1)
-PY
+    python3 "$root/benchmarks/water_input.py" "$root/examples/water/se_e2_a/input.json" "$root/examples/water/data" "$n" "$d/input.json"
     s=$(date +%s.%N)
     (cd "$d" && python3 -m deepmd --pt train input.json >log.txt 2>&1) || { echo "FAIL  dp --pt train, $n steps"; tail -n 15 "$d/log.txt"; return 1; }
     e=$(date +%s.%N)
