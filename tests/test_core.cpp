@@ -233,6 +233,34 @@ TEST_CASE_TEMPLATE("in-thread gemm (host BLAS and KokkosBatched serial) equals p
     }
 }
 
+TEST_CASE("dpk's small-matrix kernel: DPK_SMALL_GEMM's values and which shapes it takes by default") {
+  using dpk::blas::detail::parse_small_gemm_use;
+  using dpk::blas::detail::small_gemm_shape;
+  using Use = dpk::blas::detail::SmallGemmUse;
+  CHECK(parse_small_gemm_use(nullptr, Use::small_shapes) == Use::small_shapes);  // unset: the build's default
+  CHECK(parse_small_gemm_use(nullptr, Use::none) == Use::none);
+  CHECK(parse_small_gemm_use("0", Use::all) == Use::none);
+  CHECK(parse_small_gemm_use("small", Use::none) == Use::small_shapes);
+  CHECK(parse_small_gemm_use("1", Use::none) == Use::all);
+  // Water's embedding nets [25, 50, 100] in chunks of 128 rows (columns of C, terms of the sum):
+  // forward 25 -> 50 and 50 -> 100, input cotangents 100 -> 50 and 50 -> 25, weight gradients
+  // over a chunk; wider nets up to 128 columns and chunks up to 256 rows.
+  for (auto [columns, sum] : std::vector<std::pair<int, int>>{{50, 25}, {100, 50}, {50, 100}, {25, 50},
+                                                                 {50, 128}, {100, 128}, {128, 256}, {1, 240}})
+    CHECK(small_gemm_shape(columns, sum));
+  // The fitting nets [240, 240, 240] on a 1600-wide descriptor go to the BLAS: forward, input
+  // cotangents, weight gradients over 192 atoms.
+  for (auto [columns, sum] : std::vector<std::pair<int, int>>{{240, 1600}, {240, 240}, {1600, 240}, {240, 192},
+                                                                 {129, 25}, {100, 257}})
+    CHECK_FALSE(small_gemm_shape(columns, sum));
+#if defined(DPK_HAS_HOST_BLAS) && defined(DPK_HAS_SMALL_GEMM) && !defined(DPK_SMALL_GEMM_AVX512)
+  if (std::getenv("DPK_SMALL_GEMM") == nullptr)  // an AVX2 build with a host BLAS: the embedding shapes only
+    CHECK(dpk::blas::detail::small_gemm_use() == Use::small_shapes);
+#endif
+  if (char const* v = std::getenv("DPK_SMALL_GEMM"); v && std::string(v) == "0")
+    CHECK_FALSE(dpk::blas::detail::small_gemm_enabled());
+}
+
 TEST_CASE_TEMPLATE("in-thread gemm on the skinny shapes of the nets (dpk's AVX-512 or AVX2 kernel where compiled in) equals plain loops",
                    Scalar, double, float) {
   // Shapes around the kernel's vector, panel and register-block edges (n: 1 .. 8 vectors per

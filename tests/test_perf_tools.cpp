@@ -140,6 +140,10 @@ TEST_CASE("BLAS kernels: the banner names OpenBLAS' kernel set and flags a pin t
   CHECK(describe_blas_kernels("Zen", nullptr, false, "AVX2") ==
         "BLAS kernels: OpenBLAS Zen (OpenBLAS' choice for this CPU); the networks' products: dpk's AVX2 kernel "
         "(DPK_SMALL_GEMM=0: the BLAS)");
+  // The AVX2 default with a host BLAS: dpk's kernel takes the embedding nets' shapes only.
+  CHECK(describe_blas_kernels("Zen", nullptr, false, "AVX2", true) ==
+        "BLAS kernels: OpenBLAS Zen (OpenBLAS' choice for this CPU); the embedding nets' products: dpk's AVX2 "
+        "kernel, the others: the BLAS (DPK_SMALL_GEMM=1: all on dpk's kernel, 0: all on the BLAS)");
   // No hint when the CPU has no AVX-512, or when the pinned set uses it.
   CHECK(describe_blas_kernels("Haswell", "Haswell", false, "") ==
         "BLAS kernels: OpenBLAS Haswell (pinned by OPENBLAS_CORETYPE=Haswell)");

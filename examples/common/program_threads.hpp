@@ -34,15 +34,20 @@ inline std::string configure_blas_threads(int kokkos_threads, int default_thread
 /// The banner's description of the BLAS kernels: `name` (OpenBLAS' kernel set, "" when another
 /// BLAS), whether OPENBLAS_CORETYPE pinned it (`pinned`: its value, or nullptr), whether dpk's
 /// own small-matrix kernel takes the networks' products (`own_small`: its instruction set,
-/// blas::detail::small_gemm_isa, or "" when blas::detail::small_gemm_enabled is false), and, when the pin keeps an AVX-512 CPU (`cpu_avx512`) on
+/// blas::detail::small_gemm_isa, or "" when blas::detail::small_gemm_enabled is false; with
+/// `embedding_only` it takes only the embedding nets' shapes, blas::detail::small_gemm_shape),
+/// and, when the pin keeps an AVX-512 CPU (`cpu_avx512`) on
 /// kernels without AVX-512, a hint: the environment's choice is kept (dpk never changes it);
 /// with dpk's kernel on, only what it does not take runs on those kernels (docs/tuning.md,
 /// "BLAS kernels").
 inline std::string describe_blas_kernels(std::string const& name, char const* pinned, bool cpu_avx512,
-                                         std::string const& own_small) {
+                                         std::string const& own_small, bool embedding_only = false) {
   std::string line = name.empty() ? "BLAS kernels: not OpenBLAS" : "BLAS kernels: OpenBLAS " + name;
   if (!name.empty()) line += pinned ? std::string(" (pinned by OPENBLAS_CORETYPE=") + pinned + ")" : " (OpenBLAS' choice for this CPU)";
-  if (!own_small.empty()) line += "; the networks' products: dpk's " + own_small + " kernel (DPK_SMALL_GEMM=0: the BLAS)";
+  if (!own_small.empty())
+    line += embedding_only ? "; the embedding nets' products: dpk's " + own_small +
+                                 " kernel, the others: the BLAS (DPK_SMALL_GEMM=1: all on dpk's kernel, 0: all on the BLAS)"
+                           : "; the networks' products: dpk's " + own_small + " kernel (DPK_SMALL_GEMM=0: the BLAS)";
   if (pinned && !name.empty() && cpu_avx512 && !blas_kernels_use_avx512(name))
     line += !own_small.empty() ? "; this CPU has AVX-512, which OpenBLAS' kernels leave unused (dpk's kernel covers the "
                         "networks; unset OPENBLAS_CORETYPE to let OpenBLAS use it too: docs/tuning.md, \"BLAS "
@@ -59,10 +64,13 @@ inline std::string describe_blas_kernels() {
   avx512 = __builtin_cpu_supports("avx512f");
 #endif
   std::string own_small;
+  bool embedding_only = false;
 #if defined(DPK_HAS_SMALL_GEMM)
   if (blas::detail::small_gemm_enabled()) own_small = blas::detail::small_gemm_isa;
+  embedding_only = blas::detail::small_gemm_use() == blas::detail::SmallGemmUse::small_shapes;
 #endif
-  return describe_blas_kernels(blas_kernel_name(), std::getenv("OPENBLAS_CORETYPE"), avx512, own_small);
+  return describe_blas_kernels(blas_kernel_name(), std::getenv("OPENBLAS_CORETYPE"), avx512, own_small,
+                               embedding_only);
 }
 
 /// CPUs the process was given by its launcher, as far as it can still be known: the count

@@ -81,30 +81,70 @@ void gemm_in_thread_batched(bool trans_a, bool trans_b, typename AView::const_va
     KokkosBatched::SerialGemm<Trans::Transpose, Trans::Transpose, Algo>::invoke(al, a, b, be, c);
 }
 
-/// Whether gemm_in_thread uses dpk's small-matrix kernel (core/small_gemm.hpp, AVX-512 or AVX2)
-/// when it is compiled in: DPK_SMALL_GEMM=1 / 0 forces it on / off. By default the AVX-512 kernel
-/// is on when the host BLAS would not use AVX-512 for these products (OpenBLAS running a kernel
-/// set without it, e.g. pinned by OPENBLAS_CORETYPE=Haswell; or no host BLAS, leaving
-/// KokkosBatched's serial GEMM) and off otherwise. Water training step, one Zen 5 core
-/// (docs/performance.md, "Eleventh session"): against OpenBLAS' own AVX-512 kernels it lost by
-/// 3-6 % (float32 27.5-27.7 vs 25.8-26.5 ms, float64 50.5-50.8 vs 49.0-49.4), against its Haswell
-/// kernels it won (float32 28.0-28.6 vs 38.0-39.3 ms, float64 51.6 vs 74.7-76.8). The AVX2 kernel
-/// is on by default only without a host BLAS: on Zen 3 it matched OpenBLAS' Zen kernels on the
-/// nets' shapes in cache but lost over the training step (float32 median 64.9 vs 57.2 ms, float64
-/// 120 vs 119; docs/performance.md, "Seventeenth session"). Read once per process.
-inline bool small_gemm_enabled() {
-  static bool const enabled = [] {
-    if (char const* v = std::getenv("DPK_SMALL_GEMM")) return std::strcmp(v, "0") != 0;
+/// Which products gemm_in_thread gives to dpk's small-matrix kernel (core/small_gemm.hpp, AVX-512
+/// or AVX2) when it is compiled in; the others go to the host BLAS (KokkosBatched's serial GEMM
+/// without one).
+enum class SmallGemmUse {
+  none,          ///< none
+  small_shapes,  ///< those of the embedding nets' shapes (small_gemm_shape)
+  all            ///< every product it can take
+};
+
+/// Whether a product with `columns` columns of C and sums of `sum` terms has an embedding net's
+/// shape (widths up to 128; the weight gradients sum over a chunk of rows): there dpk's kernel
+/// needs no packing, no pass that zeroes C, and no call overhead. The fitting nets' products
+/// (240 columns or a sum over 240 or 1600 terms) are left to the BLAS, whose packed kernels run
+/// them faster.
+inline bool small_gemm_shape(std::size_t columns, std::size_t sum) { return columns <= 128 && sum <= 256; }
+
+/// SmallGemmUse named by a value of DPK_SMALL_GEMM: "0" none, "small" small_shapes, any other
+/// value all (as "1"); `fallback` when `value` is null (unset).
+inline SmallGemmUse parse_small_gemm_use(char const* value, SmallGemmUse fallback) {
+  if (value == nullptr) return fallback;
+  if (std::strcmp(value, "0") == 0) return SmallGemmUse::none;
+  if (std::strcmp(value, "small") == 0) return SmallGemmUse::small_shapes;
+  return SmallGemmUse::all;
+}
+
+/// Which products dpk's kernel takes in this process: DPK_SMALL_GEMM (parse_small_gemm_use), or
+/// by default:
+/// - AVX-512 build with a host BLAS: all when the BLAS would not use AVX-512 for them (OpenBLAS
+///   running a kernel set without it, e.g. pinned by OPENBLAS_CORETYPE=Haswell), none otherwise.
+///   Water training step, one Zen 5 core (docs/performance.md, "Eleventh session"): against
+///   OpenBLAS' AVX-512 kernels all products on dpk's kernel lost by 3-6 % (float32 27.5-27.7 vs
+///   25.8-26.5 ms, float64 50.5-50.8 vs 49.0-49.4), against its Haswell kernels they won (float32
+///   28.0-28.6 vs 38.0-39.3 ms, float64 51.6 vs 74.7-76.8).
+/// - AVX2 build with a host BLAS: small_shapes. On Zen 3 with OpenBLAS' Zen kernels, all products
+///   on dpk's kernel only matched the BLAS over the step (it loses on the fitting nets' shapes,
+///   wins on the embedding nets'); the embedding shapes alone took the step from 82.9-85.2 to
+///   79.3-80.4 ms (float64) and from 44.7-45.3 to 42.8-43.7 ms (float32), one thread
+///   (docs/performance.md, "Twenty-first session").
+/// - no host BLAS: all (KokkosBatched's serial GEMM would run instead).
+/// Read once per process.
+inline SmallGemmUse small_gemm_use() {
+  static SmallGemmUse const use = [] {
 #if defined(DPK_HAS_HOST_BLAS) && defined(DPK_SMALL_GEMM_AVX512)
     std::string const name = blas_kernel_name();
-    return !name.empty() && !blas_kernels_use_avx512(name);
+    SmallGemmUse const fallback =
+        !name.empty() && !blas_kernels_use_avx512(name) ? SmallGemmUse::all : SmallGemmUse::none;
 #elif defined(DPK_HAS_HOST_BLAS)
-    return false;
+    SmallGemmUse const fallback = SmallGemmUse::small_shapes;
 #else
-    return true;
+    SmallGemmUse const fallback = SmallGemmUse::all;
 #endif
+    return parse_small_gemm_use(std::getenv("DPK_SMALL_GEMM"), fallback);
   }();
-  return enabled;
+  return use;
+}
+
+/// Whether dpk's small-matrix kernel takes any product (small_gemm_use is not none).
+inline bool small_gemm_enabled() { return small_gemm_use() != SmallGemmUse::none; }
+
+/// Whether small_gemm_use gives dpk's kernel a product with `columns` columns of C and sums of
+/// `sum` terms (one it can take: small_gemm_views checks the rest).
+inline bool small_gemm_takes(std::size_t columns, std::size_t sum) {
+  SmallGemmUse const use = small_gemm_use();
+  return use == SmallGemmUse::all || (use == SmallGemmUse::small_shapes && small_gemm_shape(columns, sum));
 }
 
 #if defined(DPK_HAS_SMALL_GEMM)
@@ -132,15 +172,17 @@ SmallGemmArgs<typename CView::non_const_value_type> small_gemm_args(bool trans_a
 #endif
 
 /// C = beta C + alpha op(A) op(B) with dpk's small-matrix kernel (core/small_gemm.hpp) when it is
-/// compiled in and enabled (small_gemm_enabled) and the product is one it takes: beta 0 or 1,
-/// unit-stride rows of B and C, float or double. False (nothing done) otherwise.
+/// compiled in, small_gemm_use gives it this product (small_gemm_takes) and the product is one it
+/// takes: beta 0 or 1, unit-stride rows of B and C, float or double. False
+/// (nothing done) otherwise.
 template <class AView, class BView, class CView>
 bool small_gemm_views(bool trans_a, bool trans_b, typename AView::const_value_type alpha, AView const& a,
                       BView const& b, typename CView::const_value_type beta, CView const& c) {
 #if defined(DPK_HAS_SMALL_GEMM)
   using Scalar = typename CView::non_const_value_type;
   if constexpr (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>) {
-    if ((beta != Scalar(0) && beta != Scalar(1)) || b.stride(1) != 1 || c.stride(1) != 1 || !small_gemm_enabled())
+    if ((beta != Scalar(0) && beta != Scalar(1)) || b.stride(1) != 1 || c.stride(1) != 1 ||
+        !small_gemm_takes(c.extent(1), trans_a ? a.extent(0) : a.extent(1)))
       return false;
     return small_gemm(small_gemm_args(trans_a, trans_b, Scalar(alpha), a, b, beta != Scalar(0), c));
   }
