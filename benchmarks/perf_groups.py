@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 GROUPS = [
-    ("dpk AVX-512 small-matrix kernel (nets, se_a)", r"small_gemm"),
+    ("dpk small-matrix kernel, AVX-512 or AVX2 (nets, se_a)", r"small_gemm"),
     ("OpenBLAS small-matrix kernels", r"gemm_small_kernel"),
     ("OpenBLAS packed kernel", r"[sd]gemm_kernel"),
     ("OpenBLAS packing, zeroing C", r"[sd]gemm_(i|o)[nt]copy|gemm_beta|memset"),

@@ -116,9 +116,10 @@ inline SmallGemmUse parse_small_gemm_use(char const* value, SmallGemmUse fallbac
 ///   28.0-28.6 vs 38.0-39.3 ms, float64 51.6 vs 74.7-76.8).
 /// - AVX2 build with a host BLAS: small_shapes. On Zen 3 with OpenBLAS' Zen kernels, all products
 ///   on dpk's kernel only matched the BLAS over the step (it loses on the fitting nets' shapes,
-///   wins on the embedding nets'); the embedding shapes alone took the step from 82.9-85.2 to
-///   79.3-80.4 ms (float64) and from 44.7-45.3 to 42.8-43.7 ms (float32), one thread
-///   (docs/performance.md, "Twenty-first session").
+///   wins on the embedding nets'); the embedding shapes alone took the water training step from
+///   91.3 to 82.8 ms (float64) and from 46.5 to 44.4 ms (float32) at one thread, from 49.1 to
+///   46.6 and from 27.6 to 25.6 ms at two (medians of 5 alternating rounds; docs/performance.md,
+///   "Twenty-first session").
 /// - no host BLAS: all (KokkosBatched's serial GEMM would run instead).
 /// Read once per process.
 inline SmallGemmUse small_gemm_use() {
@@ -173,8 +174,8 @@ SmallGemmArgs<typename CView::non_const_value_type> small_gemm_args(bool trans_a
 
 /// C = beta C + alpha op(A) op(B) with dpk's small-matrix kernel (core/small_gemm.hpp) when it is
 /// compiled in, small_gemm_use gives it this product (small_gemm_takes) and the product is one it
-/// takes: beta 0 or 1, unit-stride rows of B and C, float or double. False
-/// (nothing done) otherwise.
+/// takes: beta 0 or 1, unit-stride rows of B and C, float or double. False (nothing done)
+/// otherwise.
 template <class AView, class BView, class CView>
 bool small_gemm_views(bool trans_a, bool trans_b, typename AView::const_value_type alpha, AView const& a,
                       BView const& b, typename CView::const_value_type beta, CView const& c) {
