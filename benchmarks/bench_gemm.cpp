@@ -5,7 +5,9 @@
 // `chunk_gemm` runs the single-threaded products of one embedding chunk (128 rows, the water
 // nets' 25 -> 50 and 50 -> 100 layers) as the chunked host passes do (dpk::InThread), with the
 // operands in cache: the rate these skinny shapes reach at best (docs/performance.md);
-// `fitting_gemm` the fitting nets' products the same way, with operands in cache and from memory.
+// `fitting_gemm` the fitting nets' products the same way, with operands in cache and from memory;
+// `fitting_gemm_split` their forward products split over OMP_NUM_THREADS threads as a training
+// step runs them (how far they scale from 1 to 2 threads: docs/performance.md).
 //
 //   OMP_NUM_THREADS=1 build/<dir>/benchmarks/bench_gemm
 #include <dpk/core/gemm.hpp>
@@ -106,6 +108,41 @@ void fitting_shapes(benchmark::internal::Benchmark* b) {
   }
 }
 
+/// The fitting nets' forward and tangent products (C = A B, water batch 1 as in fitting_shapes)
+/// split over the threads of the execution space as a training step runs them
+/// (dpk::blas::gemm(space, ...), OMP_NUM_THREADS threads), operands from memory (32 sets).
+template <class Scalar>
+void fitting_gemm_split(benchmark::State& state) {
+  int const m = int(state.range(0)), k = int(state.range(1)), n = int(state.range(2)), sets = 32;
+  dpk::set_blas_threads(1);
+  using M = dpk::View2<Scalar, Mem>;
+  std::vector<M> as, bs, cs;
+  for (int s = 0; s < sets; ++s) {
+    as.emplace_back("dpk::bench::split_a", m, k);
+    bs.emplace_back("dpk::bench::split_b", k, n);
+    cs.emplace_back("dpk::bench::split_c", m, n);
+    Kokkos::deep_copy(as.back(), Scalar(0.5));
+    Kokkos::deep_copy(bs.back(), Scalar(0.25));
+  }
+  Space space;
+  int set = 0;
+  for (auto _ : state) {
+    dpk::blas::gemm(space, "N", "N", Scalar(1), as[set], bs[set], Scalar(0), cs[set]);
+    space.fence();
+    set = (set + 1) % sets;
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * m * k * n * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["threads"] = space.concurrency();
+}
+
+void fitting_split_shapes(benchmark::internal::Benchmark* b) {
+  b->Args({128, 1600, 240});
+  b->Args({64, 1600, 240});
+  b->Args({128, 240, 240});
+  b->Args({64, 240, 240});
+}
+
 void shapes(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
     b->Args({2000, 2000, 2000, threads});
@@ -121,4 +158,6 @@ BENCHMARK_TEMPLATE(chunk_gemm, double)->Apply(chunk_shapes)->Unit(benchmark::kMi
 BENCHMARK_TEMPLATE(chunk_gemm, float)->Apply(chunk_shapes)->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(chunk_gemm, double)->Name("fitting_gemm<double>")->Apply(fitting_shapes)->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(chunk_gemm, float)->Name("fitting_gemm<float>")->Apply(fitting_shapes)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(fitting_gemm_split, double)->Apply(fitting_split_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(fitting_gemm_split, float)->Apply(fitting_split_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
