@@ -6,8 +6,9 @@
 // nets' 25 -> 50 and 50 -> 100 layers) as the chunked host passes do (dpk::InThread), with the
 // operands in cache: the rate these skinny shapes reach at best (docs/performance.md);
 // `fitting_gemm` the fitting nets' products the same way, with operands in cache and from memory;
-// `fitting_gemm_split` their forward products split over OMP_NUM_THREADS threads as a training
-// step runs them (how far they scale from 1 to 2 threads: docs/performance.md).
+// `fitting_gemm_split` their forward products and `fitting_gradient_split` their weight gradients
+// split over OMP_NUM_THREADS threads as a training step runs them (how far they scale from 1 to 2
+// threads: docs/performance.md).
 //
 //   OMP_NUM_THREADS=1 build/<dir>/benchmarks/bench_gemm
 #include <dpk/core/gemm.hpp>
@@ -136,6 +137,36 @@ void fitting_gemm_split(benchmark::State& state) {
   state.counters["threads"] = space.concurrency();
 }
 
+/// The fitting nets' weight gradients as a training step runs them: dW = X^T G + X'^T G'
+/// (dpk::blas::gemm_tn_sum over the threads of the execution space), X, X' (m x k), G, G' (m x n),
+/// operands from memory (32 sets).
+template <class Scalar>
+void fitting_gradient_split(benchmark::State& state) {
+  int const m = int(state.range(0)), k = int(state.range(1)), n = int(state.range(2)), sets = 32;
+  dpk::set_blas_threads(1);
+  using M = dpk::View2<Scalar, Mem>;
+  std::vector<M> xs, xts, gs, gts, ws;
+  for (int s = 0; s < sets; ++s) {
+    xs.emplace_back("dpk::bench::grad_x", m, k);
+    xts.emplace_back("dpk::bench::grad_xt", m, k);
+    gs.emplace_back("dpk::bench::grad_g", m, n);
+    gts.emplace_back("dpk::bench::grad_gt", m, n);
+    ws.emplace_back("dpk::bench::grad_w", k, n);
+    for (auto* v : {&xs.back(), &xts.back(), &gs.back(), &gts.back()}) Kokkos::deep_copy(*v, Scalar(0.5));
+  }
+  Space space;
+  dpk::View1<Scalar, Mem> partials("dpk::bench::grad_partials", std::size_t(space.concurrency()) * k * n);
+  int set = 0;
+  for (auto _ : state) {
+    dpk::blas::gemm_tn_sum(space, Scalar(1), xs[set], gs[set], xts[set], gts[set], Scalar(1), ws[set], partials);
+    space.fence();
+    set = (set + 1) % sets;
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(4.0 * m * k * n * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["threads"] = space.concurrency();
+}
+
 void fitting_split_shapes(benchmark::internal::Benchmark* b) {
   b->Args({128, 1600, 240});
   b->Args({64, 1600, 240});
@@ -160,4 +191,6 @@ BENCHMARK_TEMPLATE(chunk_gemm, double)->Name("fitting_gemm<double>")->Apply(fitt
 BENCHMARK_TEMPLATE(chunk_gemm, float)->Name("fitting_gemm<float>")->Apply(fitting_shapes)->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(fitting_gemm_split, double)->Apply(fitting_split_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(fitting_gemm_split, float)->Apply(fitting_split_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(fitting_gradient_split, double)->Apply(fitting_split_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(fitting_gradient_split, float)->Apply(fitting_split_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
