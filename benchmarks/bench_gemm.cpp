@@ -109,69 +109,48 @@ void fitting_shapes(benchmark::internal::Benchmark* b) {
   }
 }
 
-/// The fitting nets' forward and tangent products (C = A B, water batch 1 as in fitting_shapes)
-/// split over the threads of the execution space as a training step runs them
-/// (dpk::blas::gemm(space, ...), OMP_NUM_THREADS threads), operands from memory (32 sets).
+/// The fitting nets' products (water batch 1 as in fitting_shapes) split over the threads of the
+/// execution space as a training step runs them (OMP_NUM_THREADS threads), operands from memory
+/// (32 sets). `state.range(3)` = 0: forward/tangent C = A B (dpk::blas::gemm(space, ...)), A (m x
+/// k), B (k x n); 1: weight gradient dW += X^T G + X'^T G' (dpk::blas::gemm_tn_sum), X, X' (m x k),
+/// G, G' (m x n).
 template <class Scalar>
-void fitting_gemm_split(benchmark::State& state) {
+void fitting_split(benchmark::State& state) {
   int const m = int(state.range(0)), k = int(state.range(1)), n = int(state.range(2)), sets = 32;
+  bool const gradient = state.range(3) == 1;
   dpk::set_blas_threads(1);
   using M = dpk::View2<Scalar, Mem>;
-  std::vector<M> as, bs, cs;
+  std::vector<M> a0s, b0s, a1s, b1s, cs;  // a1, b1: the tangent pair of a weight gradient
+  int const pair_rows = gradient ? m : 0;
   for (int s = 0; s < sets; ++s) {
-    as.emplace_back("dpk::bench::split_a", m, k);
-    bs.emplace_back("dpk::bench::split_b", k, n);
-    cs.emplace_back("dpk::bench::split_c", m, n);
-    Kokkos::deep_copy(as.back(), Scalar(0.5));
-    Kokkos::deep_copy(bs.back(), Scalar(0.25));
+    a0s.emplace_back("dpk::bench::split_a0", m, k);
+    b0s.emplace_back("dpk::bench::split_b0", gradient ? m : k, n);
+    a1s.emplace_back("dpk::bench::split_a1", pair_rows, k);
+    b1s.emplace_back("dpk::bench::split_b1", pair_rows, n);
+    cs.emplace_back("dpk::bench::split_c", gradient ? k : m, n);
+    for (M* v : {&a0s.back(), &b0s.back(), &a1s.back(), &b1s.back()}) Kokkos::deep_copy(*v, Scalar(0.5));
   }
   Space space;
+  dpk::View1<Scalar, Mem> partials("dpk::bench::split_partials", gradient ? std::size_t(space.concurrency()) * k * n : 0);
   int set = 0;
   for (auto _ : state) {
-    dpk::blas::gemm(space, "N", "N", Scalar(1), as[set], bs[set], Scalar(0), cs[set]);
+    if (gradient)
+      dpk::blas::gemm_tn_sum(space, Scalar(1), a0s[set], b0s[set], a1s[set], b1s[set], Scalar(1), cs[set], partials);
+    else
+      dpk::blas::gemm(space, "N", "N", Scalar(1), a0s[set], b0s[set], Scalar(0), cs[set]);
     space.fence();
     set = (set + 1) % sets;
   }
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(2.0 * m * k * n * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter((gradient ? 4.0 : 2.0) * m * k * n * 1e-9 * state.iterations(),
+                                                 benchmark::Counter::kIsRate);
   state.counters["threads"] = space.concurrency();
 }
 
-/// The fitting nets' weight gradients as a training step runs them: dW = X^T G + X'^T G'
-/// (dpk::blas::gemm_tn_sum over the threads of the execution space), X, X' (m x k), G, G' (m x n),
-/// operands from memory (32 sets).
-template <class Scalar>
-void fitting_gradient_split(benchmark::State& state) {
-  int const m = int(state.range(0)), k = int(state.range(1)), n = int(state.range(2)), sets = 32;
-  dpk::set_blas_threads(1);
-  using M = dpk::View2<Scalar, Mem>;
-  std::vector<M> xs, xts, gs, gts, ws;
-  for (int s = 0; s < sets; ++s) {
-    xs.emplace_back("dpk::bench::grad_x", m, k);
-    xts.emplace_back("dpk::bench::grad_xt", m, k);
-    gs.emplace_back("dpk::bench::grad_g", m, n);
-    gts.emplace_back("dpk::bench::grad_gt", m, n);
-    ws.emplace_back("dpk::bench::grad_w", k, n);
-    for (auto* v : {&xs.back(), &xts.back(), &gs.back(), &gts.back()}) Kokkos::deep_copy(*v, Scalar(0.5));
-  }
-  Space space;
-  dpk::View1<Scalar, Mem> partials("dpk::bench::grad_partials", std::size_t(space.concurrency()) * k * n);
-  int set = 0;
-  for (auto _ : state) {
-    dpk::blas::gemm_tn_sum(space, Scalar(1), xs[set], gs[set], xts[set], gts[set], Scalar(1), ws[set], partials);
-    space.fence();
-    set = (set + 1) % sets;
-  }
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(4.0 * m * k * n * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
-  state.counters["threads"] = space.concurrency();
-}
-
+/// fitting_split's shapes; `mode` its state.range(3).
+template <int mode>
 void fitting_split_shapes(benchmark::internal::Benchmark* b) {
-  b->Args({128, 1600, 240});
-  b->Args({64, 1600, 240});
-  b->Args({128, 240, 240});
-  b->Args({64, 240, 240});
+  for (int m : {128, 64})
+    for (int k : {1600, 240}) b->Args({m, k, 240, mode});
 }
 
 void shapes(benchmark::internal::Benchmark* b) {
@@ -189,8 +168,8 @@ BENCHMARK_TEMPLATE(chunk_gemm, double)->Apply(chunk_shapes)->Unit(benchmark::kMi
 BENCHMARK_TEMPLATE(chunk_gemm, float)->Apply(chunk_shapes)->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(chunk_gemm, double)->Name("fitting_gemm<double>")->Apply(fitting_shapes)->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(chunk_gemm, float)->Name("fitting_gemm<float>")->Apply(fitting_shapes)->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(fitting_gemm_split, double)->Apply(fitting_split_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(fitting_gemm_split, float)->Apply(fitting_split_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(fitting_gradient_split, double)->Apply(fitting_split_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK_TEMPLATE(fitting_gradient_split, float)->Apply(fitting_split_shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(fitting_split, double)->Name("fitting_gemm_split<double>")->Apply(fitting_split_shapes<0>)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(fitting_split, float)->Name("fitting_gemm_split<float>")->Apply(fitting_split_shapes<0>)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(fitting_split, double)->Name("fitting_gradient_split<double>")->Apply(fitting_split_shapes<1>)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(fitting_split, float)->Name("fitting_gradient_split<float>")->Apply(fitting_split_shapes<1>)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
