@@ -61,6 +61,10 @@ void chunk_gemm(benchmark::State& state) {
   int const m = int(state.range(0)), k = int(state.range(1)), n = int(state.range(2));
   int const mode = int(state.range(3)), sets = int(state.range(4));
   bool const weight_gradient = mode == 1, input_cotangent = mode == 2;
+  if (!dpk::host_schedule_v<Space>) {  // the products of a host thread: nothing of a device build
+    state.SkipWithError("host-thread products (InThread): not run where the default space is a device");
+    return;
+  }
   dpk::set_blas_threads(1);
   // Kokkos' allocations start on a cache line (a std::vector's need not: row loads that straddle
   // two lines made the rates of these shapes jump between runs by up to 2x).
@@ -131,7 +135,7 @@ void fitting_split(benchmark::State& state) {
     for (M* v : {&a0s.back(), &b0s.back(), &a1s.back(), &b1s.back()}) Kokkos::deep_copy(*v, Scalar(0.5));
   }
   Space space;
-  dpk::View1<Scalar, Mem> partials("dpk::bench::split_partials", gradient ? std::size_t(space.concurrency()) * k * n : 0);
+  dpk::View1<Scalar, Mem> partials("dpk::bench::split_partials", gradient ? dpk::blas::tn_sum_partials_size(space, std::size_t(k) * n) : 0);
   int set = 0;
   for (auto _ : state) {
     if (gradient)

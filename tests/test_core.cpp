@@ -168,7 +168,7 @@ TEST_CASE_TEMPLATE_DEFINE("threaded gemm (N,N), (N,T) and the split T,N reductio
     auto ha1 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a1);
     auto hg0 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g0);
     auto hg1 = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g1);
-    dpk::View1<Scalar, Mem> partials("dpk::test::partials", std::size_t(Space().concurrency()) * wrows * n);
+    dpk::View1<Scalar, Mem> partials("dpk::test::partials", dpk::blas::tn_sum_partials_size(Space(), std::size_t(wrows) * n));
     for (bool two_pairs : {true, false}) {
       Kokkos::deep_copy(w, hw0);
       dpk::View2<Scalar, Mem> none;

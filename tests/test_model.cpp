@@ -16,7 +16,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -379,7 +382,13 @@ TEST_CASE("statistics recomputed from frames 0-9 of water data_0 equal DeePMD-ki
 
 namespace {
 std::atomic<long> g_allocations{0};
-void count_allocation(Kokkos::Profiling::SpaceHandle, char const*, void const*, std::uint64_t) { ++g_allocations; }
+std::mutex g_allocation_mutex;
+std::map<std::string, long> g_allocation_labels;  ///< "space label" -> count, to name what allocated
+void count_allocation(Kokkos::Profiling::SpaceHandle space, char const* label, void const*, std::uint64_t) {
+  ++g_allocations;
+  std::lock_guard<std::mutex> const lock(g_allocation_mutex);
+  ++g_allocation_labels[std::string(space.name) + " " + label];
+}
 }  // namespace
 
 TEST_CASE("a training step allocates no Kokkos memory once workspaces are sized") {
@@ -398,11 +407,15 @@ TEST_CASE("a training step allocates no Kokkos memory once workspaces are sized"
   { dpk::View1<double, Mem> probe("probe", 10); }  // the counter sees allocations
   REQUIRE(g_allocations.load() == 1);
   g_allocations = 0;
+  g_allocation_labels.clear();
   for (int step = 0; step < 3; ++step) {
     loss.loss_and_gradient(Space(), model, step % 2 ? frames2 : frames, labels, pref);
   }
   Space().fence();
   Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
+  std::ostringstream allocated;
+  for (auto const& entry : g_allocation_labels) allocated << entry.second << " x " << entry.first << "\n";
+  INFO("allocations in 3 steps:\n" << allocated.str());
   CHECK(g_allocations.load() == 0);
 }
 

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -38,6 +39,15 @@ dpk::InputConfig small_input() {
 
 using dpk_test::water_frames;
 
+/// Every deep copy of the run as "destination <- source (space to space)", in order: the
+/// trainer's clock chains to this callback, so a count over the bound names its copies.
+std::vector<std::string> g_copy_labels;
+void record_deep_copy(Kokkos_Profiling_SpaceHandle dst_space, char const* dst_name, void const*,
+                      Kokkos_Profiling_SpaceHandle src_space, char const* src_name, void const*, std::uint64_t bytes) {
+  g_copy_labels.push_back(std::string(dst_name) + " <- " + src_name + " (" + src_space.name + " to " + dst_space.name +
+                          ", " + std::to_string(bytes) + " B)");
+}
+
 }  // namespace
 
 TEST_CASE("trainer --timing-file: one line per step, update/display/save seconds, stage regions, deep copies") {
@@ -52,7 +62,14 @@ TEST_CASE("trainer --timing-file: one line per step, update/display/save seconds
   options.timing_file = dir + "/timing.txt";
   options.stop_at = 4;
   dpk::Trainer<double, Space> trainer(small_input(), {water_frames(0, 3)}, {water_frames(3, 1)}, options, comm);
+  g_copy_labels.clear();
+  auto const previous = Kokkos::Tools::Experimental::get_callbacks().begin_deep_copy;
+  Kokkos::Tools::Experimental::set_begin_deep_copy_callback(&record_deep_copy);
   trainer.run();
+  Kokkos::Tools::Experimental::set_begin_deep_copy_callback(previous);
+  std::string copies;
+  for (auto const& label : g_copy_labels) copies += label + "\n";
+  INFO("deep copies of the run (construction excluded):\n" << copies);
   std::ifstream in(options.timing_file);
   REQUIRE(in);
   std::string line;

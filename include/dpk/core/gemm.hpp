@@ -156,11 +156,25 @@ void gemm_tn_sum(InThread const& in_thread, typename AView::const_value_type alp
   if (a1.extent(0) > 0) gemm(in_thread, "T", "N", alpha, a1, b1, typename CView::non_const_value_type(1), c);
 }
 
+/// Scalars of `partials` that gemm_tn_sum uses at most for a C of `c_size` scalars on `space`:
+/// (threads - 1) * c_size on host schedules, 0 on devices (one product there, no partial sums;
+/// a device's concurrency counts hardware threads in the hundreds of thousands).
+template <class ExecutionSpace>
+std::size_t tn_sum_partials_size(ExecutionSpace const& space, std::size_t c_size) {
+  if constexpr (host_schedule_v<ExecutionSpace>) {
+    return std::size_t(std::max(0, int(space.concurrency()) - 1)) * c_size;
+  } else {
+    (void)space;
+    (void)c_size;
+    return 0;
+  }
+}
+
 /// C = beta C + alpha sum_p A_p^T B_p for one or two (A_p, B_p) pairs with the same column
 /// counts (a reduction over the rows of A_p and B_p, as in weight gradients). On host spaces
 /// the rows of all pairs are split over the threads; each thread's block lands in C (the first
-/// block) or in `partials` (extent >= (threads - 1) * rows(C) * cols(C)), which are then added
-/// to C in block order (deterministic for a fixed thread count).
+/// block) or in `partials` (extent >= tn_sum_partials_size(space, rows(C) * cols(C))), which
+/// are then added to C in block order (deterministic for a fixed thread count).
 template <class ExecutionSpace, class AView, class BView, class CView>
 void gemm_tn_sum(ExecutionSpace const& space, typename AView::const_value_type alpha, AView const& a0, BView const& b0,
                  AView const& a1, BView const& b1, typename CView::const_value_type beta, CView const& c,

@@ -148,7 +148,7 @@ class NetworkFamily {
       grow(last_tangent_, flat, "last_tangent");
       std::size_t weights_max = 0;
       for (auto const& l : shapes_) weights_max = std::max(weights_max, std::size_t(l.n_in) * l.n_out);
-      grow(partials_, std::size_t(std::max(0, ExecutionSpace().concurrency() - 1)) * weights_max, "weight_partials");
+      grow(partials_, blas::tn_sum_partials_size(ExecutionSpace(), weights_max), "weight_partials");
       if (ones_.extent(0) < scratch_rows) {
         grow(ones_, scratch_rows, "ones");
         Kokkos::deep_copy(ones_, Scalar(1));

@@ -794,8 +794,11 @@ class Trainer {
 
   void banner(long last) const {
     if (!log()) return;
-    int const threads = ExecutionSpace().concurrency();
-    *log() << "dpk-train: backend " << ExecutionSpace::name() << ", " << threads << " thread(s) per rank, "
+    // A device's concurrency counts its hardware threads (hundreds of thousands): say "device".
+    std::string const workers = host_schedule_v<ExecutionSpace>
+                                    ? std::to_string(ExecutionSpace().concurrency()) + " thread(s) per rank"
+                                    : std::string("one device per rank");
+    *log() << "dpk-train: backend " << ExecutionSpace::name() << ", " << workers << ", "
            << comm_.size() << " rank(s), precision " << (std::is_same_v<Scalar, float> ? "float32" : "float64")
            << ", " << model_->num_parameters() << " parameters\n";
     *log() << "dpk-train: " << config_.training.numb_steps << " steps in the schedule (lr " << schedule_.start_lr()
