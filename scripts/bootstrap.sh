@@ -15,6 +15,10 @@
 #   scripts/bootstrap.sh --gpu-bundle-hopper  additionally the bundle Kokkos built from 4.6.01 for
 #                                   Hopper (Kokkos_ARCH_HOPPER90, sm_90), in
 #                                   $DPK_DEPS_PREFIX/kokkos4-cuda-bundle-hopper
+#   scripts/bootstrap.sh --gpu-bundle-hopper-cublas  additionally the same Kokkos with Kokkos
+#                                   Kernels' cuBLAS TPL linked to cuBLAS 13 (libcublas.so.13 from
+#                                   PyPI's nvidia-cublas wheel, for linking only: a GPU host brings
+#                                   its own), in $DPK_DEPS_PREFIX/kokkos4-cuda-bundle-hopper-cublas
 #
 # Kokkos is built from Debian's `trilinos` source package (Kokkos 3.4.01) only when no usable
 # Kokkos is found (Kokkos_ROOT / CMAKE_PREFIX_PATH / the cache prefix). Installs are cached in
@@ -30,6 +34,9 @@ JOBS="${DPK_BUILD_JOBS:-$(nproc)}"
 KOKKOS4_PREFIX="$PREFIX_ROOT/kokkos4-openmp"
 KOKKOS4_NODEP_PREFIX="$PREFIX_ROOT/kokkos4-openmp-nodeprecated"
 KOKKOS4_BUNDLE_HOPPER_PREFIX="$PREFIX_ROOT/kokkos4-cuda-bundle-hopper"
+KOKKOS4_BUNDLE_CUBLAS_PREFIX="$PREFIX_ROOT/kokkos4-cuda-bundle-hopper-cublas"
+CUBLAS13_DIR="$PREFIX_ROOT/cublas13"
+CUBLAS13_WHEEL=nvidia-cublas==13.10.0.20
 KOKKOS4_VERSION=4.6.01
 KOKKOS_KERNELS4_VERSION=4.6.02
 KOKKOS4_SOURCES="${DPK_KOKKOS4_SOURCES:-$(cd "$(dirname "$0")/.." && pwd)/../shared/deps}"
@@ -37,6 +44,7 @@ WANT_CUDA=0
 WANT_BUNDLE=0
 WANT_KOKKOS4=0
 WANT_BUNDLE_HOPPER=0
+WANT_BUNDLE_CUBLAS=0
 WANT_CUDA34=0
 for arg in "$@"; do
   case "$arg" in
@@ -44,8 +52,9 @@ for arg in "$@"; do
     --gpu-bundle) WANT_CUDA=1; WANT_CUDA34=1; WANT_BUNDLE=1 ;;
     --kokkos4) WANT_KOKKOS4=1 ;;
     --gpu-bundle-hopper) WANT_CUDA=1; WANT_BUNDLE_HOPPER=1; WANT_KOKKOS4=1 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
-    *) echo "bootstrap: unknown option '$arg' (expected --cuda, --gpu-bundle, --kokkos4, --gpu-bundle-hopper or --help)" >&2; exit 2 ;;
+    --gpu-bundle-hopper-cublas) WANT_CUDA=1; WANT_BUNDLE_HOPPER=1; WANT_BUNDLE_CUBLAS=1; WANT_KOKKOS4=1 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    *) echo "bootstrap: unknown option '$arg' (expected --cuda, --gpu-bundle, --kokkos4, --gpu-bundle-hopper, --gpu-bundle-hopper-cublas or --help)" >&2; exit 2 ;;
   esac
 done
 
@@ -354,6 +363,58 @@ if [ "$WANT_CUDA" = 1 ]; then
       $SUDO mkdir -p "$KOKKOS4_BUNDLE_HOPPER_PREFIX/bin"
       $SUDO cp "$KOKKOS4_BUNDLE_HOPPER_PREFIX.wrapper/nvcc_wrapper" "$KOKKOS4_BUNDLE_HOPPER_PREFIX/bin/nvcc_wrapper"
       $SUDO cp "$CUDA_TOOLCHAIN/.stamp" "$KOKKOS4_BUNDLE_HOPPER_PREFIX/.dpk-toolchain"
+    fi
+  fi
+  if [ "$WANT_BUNDLE_CUBLAS" = 1 ]; then
+    # cuBLAS for the Hopper bundle without shipping it (libcublasLt.so.13 alone is 550 MB): Kokkos
+    # Kernels compiled against CUDA 11.8's cublas_v2.h and linked to libcublas.so.13, which a GPU
+    # host with CUDA 13 (or PyTorch's nvidia-cublas package) provides at run time. libcublas.so.13
+    # needs no libcudart, and the few functions Kokkos Kernels calls (cublasCreate/Destroy/
+    # SetStream_v2, D/S gemm_v2, D/S gemv_v2) keep their CUDA 11 signatures. The wheel is only
+    # unpacked here for the linker. Kokkos itself is the Hopper bundle's, copied.
+    if [ ! -f "$CUBLAS13_DIR/lib/libcublas.so.13" ] || [ ! -f "$CUBLAS13_DIR/lib/libcublasLt.so.13" ]; then
+      say "fetching $CUBLAS13_WHEEL (PyPI, ~450 MB) for libcublas.so.13"
+      wheel_dir=$(mktemp -d)
+      python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+        --platform manylinux1_x86_64 -d "$wheel_dir" "$CUBLAS13_WHEEL" || die "pip download $CUBLAS13_WHEEL failed"
+      $SUDO rm -rf "$CUBLAS13_DIR.partial" && $SUDO mkdir -p "$CUBLAS13_DIR.partial/lib"
+      $SUDO python3 -c 'import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+for n in z.namelist():
+    if n.endswith((".so.13",)) and "/lib/libcublas" in n:
+        open(sys.argv[2] + "/" + n.rsplit("/", 1)[1], "wb").write(z.read(n))' "$(ls "$wheel_dir"/nvidia_cublas-*.whl)" "$CUBLAS13_DIR.partial/lib"
+      $SUDO ln -sf libcublas.so.13 "$CUBLAS13_DIR.partial/lib/libcublas.so"
+      rm -rf "$wheel_dir"
+      [ -f "$CUBLAS13_DIR.partial/lib/libcublasLt.so.13" ] || die "no libcublasLt.so.13 in $CUBLAS13_WHEEL"
+      $SUDO rm -rf "$CUBLAS13_DIR" && $SUDO mv "$CUBLAS13_DIR.partial" "$CUBLAS13_DIR"
+    fi
+    CUBLAS_OPTS=(-DKokkosKernels_ENABLE_TPL_BLAS=OFF -DKokkosKernels_ENABLE_TPL_CUBLAS=ON
+                 -DKokkosKernels_ENABLE_TPL_CUSPARSE=OFF -DKokkosKernels_ENABLE_TPL_CUSOLVER=OFF
+                 -DCUBLAS_LIBRARIES=cublas -DCUBLAS_LIBRARY_DIRS="$CUBLAS13_DIR/lib"
+                 -DCUBLAS_INCLUDE_DIRS="$CUDA_TOOLCHAIN/include")
+    if have_kokkos_in "$KOKKOS4_BUNDLE_CUBLAS_PREFIX" >/dev/null \
+       && [ "$(cat "$KOKKOS4_BUNDLE_CUBLAS_PREFIX/.dpk-options" 2>/dev/null)" = "${HOPPER_OPTS[*]} ${CUBLAS_OPTS[*]}" ] \
+       && cmp -s "$KOKKOS4_BUNDLE_HOPPER_PREFIX/.dpk-toolchain" "$KOKKOS4_BUNDLE_CUBLAS_PREFIX/.dpk-toolchain"; then
+      say "Kokkos $KOKKOS4_VERSION (CUDA bundle, Hopper, cuBLAS 13) cached in $KOKKOS4_BUNDLE_CUBLAS_PREFIX"
+    else
+      say "building Kokkos Kernels with cuBLAS 13 into $KOKKOS4_BUNDLE_CUBLAS_PREFIX"
+      build="$SRC_CACHE/build-kokkos4-cuda-bundle-hopper-cublas"
+      $SUDO rm -rf "$build" "$KOKKOS4_BUNDLE_CUBLAS_PREFIX.partial"
+      $SUDO cp -a "$KOKKOS4_BUNDLE_HOPPER_PREFIX" "$KOKKOS4_BUNDLE_CUBLAS_PREFIX.partial"
+      $SUDO cmake -S "$SRC_CACHE/kokkos-kernels-$KOKKOS_KERNELS4_VERSION" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+          -DCMAKE_INSTALL_PREFIX="$KOKKOS4_BUNDLE_CUBLAS_PREFIX.partial" -DKokkos_ROOT="$KOKKOS4_BUNDLE_CUBLAS_PREFIX.partial" \
+          -DCMAKE_CXX_STANDARD=17 -DKokkosKernels_ADD_DEFAULT_ETI=OFF -DKokkosKernels_ENABLE_TESTS=OFF \
+          -DKokkosKernels_ENABLE_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
+          -DCUDAToolkit_ROOT="$CUDA_TOOLCHAIN" "${HOPPER_OPTS[@]}" "${CUBLAS_OPTS[@]}" >"$build.log" 2>&1 \
+        && $SUDO cmake --build "$build" -j "$JOBS" >>"$build.log" 2>&1 && $SUDO cmake --install "$build" >>"$build.log" 2>&1 \
+        || { tail -30 "$build.log" >&2; die "Kokkos Kernels (cuBLAS 13) build failed (log: $build.log)"; }
+      grep -q '^#define KOKKOSKERNELS_ENABLE_TPL_CUBLAS' "$KOKKOS4_BUNDLE_CUBLAS_PREFIX.partial/include/KokkosKernels_config.h" \
+        || die "Kokkos Kernels in $KOKKOS4_BUNDLE_CUBLAS_PREFIX.partial has no cuBLAS"
+      printf '%s\n' "${HOPPER_OPTS[*]} ${CUBLAS_OPTS[*]}" | $SUDO tee "$KOKKOS4_BUNDLE_CUBLAS_PREFIX.partial/.dpk-options" >/dev/null
+      $SUDO rm -rf "$KOKKOS4_BUNDLE_CUBLAS_PREFIX" && $SUDO mv "$KOKKOS4_BUNDLE_CUBLAS_PREFIX.partial" "$KOKKOS4_BUNDLE_CUBLAS_PREFIX"
+      $SUDO rm -rf "$build"
+      say "installed Kokkos Kernels (cuBLAS 13) in $KOKKOS4_BUNDLE_CUBLAS_PREFIX"
     fi
   fi
   say "CUDA: configure with: cmake --preset cuda   (compiler $KOKKOS_CUDA_PREFIX/bin/nvcc_wrapper)"

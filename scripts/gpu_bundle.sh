@@ -2,9 +2,13 @@
 # Build a self-contained GPU bundle: the test binaries and the trainer compiled with CUDA 11.8,
 # CUDA runtime, libstdc++ and libgcc linked statically, Kokkos Kernels' native GEMM (no cuBLAS:
 # CUDA 11's cuBLAS is far too large to ship), no MPI and no OpenMP, plus the water data, the test
-# data and a run script. Two targets (DPK_BUNDLE_ARCH):
+# data and a run script. Three targets (DPK_BUNDLE_ARCH):
 #   hopper90 (default)  Kokkos 4.6.01 built for Kokkos_ARCH_HOPPER90: native sm_90 code for
 #                       H100/H200 (scripts/bootstrap.sh --gpu-bundle-hopper)
+#   hopper90-cublas     the same, with Kokkos Kernels' GEMMs through cuBLAS 13: the binaries need
+#                       libcublas.so.13 + libcublasLt.so.13 from the GPU host (CUDA 13, or
+#                       PyTorch's nvidia/cu13/lib; run.sh finds the latter), not shipped
+#                       (scripts/bootstrap.sh --gpu-bundle-hopper-cublas)
 #   ampere80            Kokkos 3.4.01 built for Kokkos_ARCH_AMPERE80: sm_80 SASS + compute_80 PTX,
 #                       which the driver JIT-compiles for newer GPUs (scripts/bootstrap.sh --gpu-bundle)
 # On a GPU host (any Linux x86_64 with an NVIDIA driver recent enough for CUDA 11.8, glibc >= the
@@ -32,10 +36,20 @@ deps="${DPK_DEPS_PREFIX:-/opt/dpk-deps}"
 case "$arch" in
   hopper90) prefix="$deps/kokkos4-cuda-bundle-hopper" bootstrap_flag=--gpu-bundle-hopper
             kokkos_line="Kokkos 4.6.01 CUDA + Serial, Kokkos_ARCH_HOPPER90 (sm_90 SASS)" ;;
+  hopper90-cublas) prefix="$deps/kokkos4-cuda-bundle-hopper-cublas" bootstrap_flag=--gpu-bundle-hopper-cublas
+            kokkos_line="Kokkos 4.6.01 CUDA + Serial, Kokkos_ARCH_HOPPER90 (sm_90 SASS)" ;;
   ampere80) prefix="$deps/kokkos-cuda-bundle" bootstrap_flag=--gpu-bundle
             kokkos_line="Kokkos 3.4.01 CUDA + Serial, Kokkos_ARCH_AMPERE80 (sm_80 SASS + PTX), CUDA_LAMBDA" ;;
-  *) die "DPK_BUNDLE_ARCH='$arch': expected hopper90 or ampere80" ;;
+  *) die "DPK_BUNDLE_ARCH='$arch': expected hopper90, hopper90-cublas or ampere80" ;;
 esac
+# cuBLAS: the hopper90-cublas bundle links libcublas.so.13 (the copy bootstrap unpacked, for the
+# linker only) and may need it at run time; every other bundle uses the native GEMM.
+gemm_line="Kokkos Kernels native GEMM (no cuBLAS)"
+cublas_link="" shippable_cublas="^$"
+if [ "$arch" = hopper90-cublas ]; then
+  gemm_line="Kokkos Kernels GEMM through cuBLAS 13 (libcublas.so.13 + libcublasLt.so.13 from the GPU host, not shipped)"
+  cublas_link="-Wl,-rpath-link,$deps/cublas13/lib" shippable_cublas="^libcublas\\.so\\.13$"
+fi
 limit_mb=60
 bench="${DPK_BUNDLE_BENCHMARKS:-1}"
 case "$bench" in 1) bench_cmake=ON ;; 0) bench_cmake=OFF ;; *) die "DPK_BUNDLE_BENCHMARKS='$bench': expected 0 or 1" ;; esac
@@ -45,7 +59,7 @@ scripts/bootstrap.sh "$bootstrap_flag"
 
 # As the cuda preset: a host-only call or a `this` capture in a kernel is an error, not a warning.
 strict_flags=$(python3 -c 'import json; print([p for p in json.load(open("CMakePresets.json"))["configurePresets"] if p["name"] == "cuda"][0]["cacheVariables"]["CMAKE_CXX_FLAGS"])')
-say "configure $build_dir ($arch: $kokkos_line; static cudart/libstdc++, no MPI, no cuBLAS)"
+say "configure $build_dir ($arch: $kokkos_line; static cudart/libstdc++, no MPI; $gemm_line)"
 mkdir -p "$build_dir"
 # Kokkos 4's package config looks for the CUDA toolkit (FindCUDAToolkit): root it at the CUDA 11.8
 # shim, not at a newer CUDA that the machine may carry on PATH or in /usr/local/cuda (CUDA 13's
@@ -58,9 +72,13 @@ cmake -S . -B "$build_dir" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release -DCUDA
   -DCMAKE_CXX_COMPILER="$prefix/bin/nvcc_wrapper" -DCMAKE_PREFIX_PATH="$prefix" \
   -DDPK_ENABLE_MPI=OFF -DDPK_ENABLE_INTEROP=OFF -DCMAKE_DISABLE_FIND_PACKAGE_LAMMPS=ON -DDPK_ENABLE_BENCHMARKS=$bench_cmake -DDPK_ENABLE_TESTS=ON -DDPK_ENABLE_EXAMPLES=ON \
   -DDPK_TEST_SOURCE_DIR=. -DDPK_TEST_DATA_DIR=./tests/data \
-  -DCMAKE_CXX_FLAGS="$strict_flags" -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >"$build_dir/dpk_bundle_configure.log" 2>&1 \
+  -DCMAKE_CXX_FLAGS="$strict_flags" -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc $cublas_link" >"$build_dir/dpk_bundle_configure.log" 2>&1 \
   || { tail -40 "$build_dir/dpk_bundle_configure.log" >&2; die "configure failed"; }
-grep -q '^#define KOKKOSKERNELS_ENABLE_TPL_CUBLAS' "$prefix/include/KokkosKernels_config.h" && die "bundle Kokkos Kernels has cuBLAS enabled"
+if [ "$arch" = hopper90-cublas ]; then
+  grep -q '^#define KOKKOSKERNELS_ENABLE_TPL_CUBLAS' "$prefix/include/KokkosKernels_config.h" || die "$prefix: Kokkos Kernels without cuBLAS"
+else
+  grep -q '^#define KOKKOSKERNELS_ENABLE_TPL_CUBLAS' "$prefix/include/KokkosKernels_config.h" && die "bundle Kokkos Kernels has cuBLAS enabled"
+fi
 
 # Every executable target (tests, trainer, examples); not the header check (compile-only).
 targets=$(cmake --build "$build_dir" --target help | sed -n 's/^\.\.\. \([A-Za-z0-9_.+-]*\).*/\1/p' \
@@ -88,7 +106,7 @@ for exe in "${exes[@]}"; do
 done
 # Only the driver (libcuda.so.1), glibc and lib/ may be needed at run time.
 for exe in "$stage"/bin/*; do
-  unshippable=$(objdump -p "$exe" | awk '/NEEDED/ {print $2}' | grep -E '^lib(cudart|cublas|stdc\+\+|gomp)' | tr '\n' ' ' || true)
+  unshippable=$(objdump -p "$exe" | awk '/NEEDED/ {print $2}' | grep -v -E "$shippable_cublas" | grep -E '^lib(cudart|cublas|stdc\+\+|gomp)' | tr '\n' ' ' || true)
   [ -z "$unshippable" ] || die "$(basename "$exe") needs ${unshippable}(a bundle binary may need only glibc, libcuda.so.1 and lib/)"
 done
 # The kernel-times tool (a Kokkos Tools library: per-kernel time, fenced by Kokkos 4 by default)
@@ -110,7 +128,7 @@ chmod 755 "$stage/run.sh"
 {
   echo "dpk GPU bundle — $(cat "$stage/VERSION")"
   echo "Toolchain: $("$deps/cuda-11.8/bin/nvcc" --version | grep release), host $(g++-11 --version | head -n1)"
-  echo "Kokkos: $kokkos_line; Kokkos Kernels native GEMM (no cuBLAS)"
+  echo "Kokkos: $kokkos_line; $gemm_line"
   echo; echo "Binaries and their shared-library needs (everything else is linked statically):"
   for f in "$stage"/bin/*; do
     echo "  $(basename "$f"): $(objdump -p "$f" | awk '/NEEDED/ {print $2}' | tr '\n' ' ')"

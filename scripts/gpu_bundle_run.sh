@@ -30,6 +30,20 @@ want() { case "$parts" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 export CUDA_CACHE_PATH="${CUDA_CACHE_PATH:-$PWD/.nv-cache}"   # PTX JIT cache (GPUs newer than the bundle's)
 export CUDA_CACHE_MAXSIZE="${CUDA_CACHE_MAXSIZE:-4294967296}"
 export LD_LIBRARY_PATH="$PWD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# A bundle linked to cuBLAS 13 (gpu_bundle.sh's hopper90-cublas) takes it from the host:
+# DPK_CUBLAS_DIR, else PyTorch's nvidia/cu13/lib, else /usr/local/cuda/lib64.
+if grep -q 'libcublas\.so\.13' MANIFEST.txt 2>/dev/null; then
+  cublas_dir="${DPK_CUBLAS_DIR:-}"
+  [ -n "$cublas_dir" ] || cublas_dir=$(python3 -c 'import os, nvidia
+print(next((d for d in (os.path.join(p, "cu13", "lib") for p in nvidia.__path__) if os.path.isfile(os.path.join(d, "libcublas.so.13"))), ""))' 2>/dev/null || true)
+  [ -n "$cublas_dir" ] || { [ -f /usr/local/cuda/lib64/libcublas.so.13 ] && cublas_dir=/usr/local/cuda/lib64; }
+  if [ -n "$cublas_dir" ]; then
+    export LD_LIBRARY_PATH="$cublas_dir:$LD_LIBRARY_PATH"
+    echo "== cuBLAS 13 from $cublas_dir"
+  else
+    echo "== this bundle needs libcublas.so.13 and none was found: set DPK_CUBLAS_DIR"
+  fi
+fi
 mkdir -p results
 fail=0
 t0=$(date +%s)

@@ -10,12 +10,17 @@
 #       --deepmd-pt also .gpu/whl: DeePMD-kit 3.2.0 and the packages its PyTorch backend imports
 #       that the GPU machine's Python 3.12 image lacks (pip download, ~30 MB), for a side-by-side
 #       training there.
+#       A built hopper90-cublas bundle (gpu_bundle.sh with DPK_BUNDLE_ARCH=hopper90-cublas) goes
+#       into .gpu/bundle-cublas.tar.xz beside it (DPK_PACK_CUBLAS=0 leaves it out).
 #       .gpu/ is kept out of git (.git/info/exclude); name it in the device tool's `carry`.
 # run   unpacks it under /tmp, links the tree's data into it, runs run.sh's tests, training and
 #       kernel times (RUN_LIMIT s, default 240), DeePMD-kit's PyTorch backend on the same water
 #       training if .gpu/whl exists and PT="N1 N2" is set (wall per step from the two step counts,
 #       PT_LIMIT s, default 150), then the benchmarks (BENCH_LIMIT s, default 0 = skip), and packs
-#       results into $OUT (or RESULTS_DIR): run.log, pt.log, bench.log, results.tar.gz.
+#       results into $OUT (or RESULTS_DIR): run.log, pt.log, bench.log, results.tar.gz. Then,
+#       when .gpu/bundle-cublas.tar.xz came along and CUBLAS_LIMIT (s) is set, the cuBLAS bundle's
+#       run.sh with CUBLAS_PARTS (default "tests train kernels bench"): run-cublas.log,
+#       results-cublas.tar.gz.
 #       run.sh's own variables (DPK_JOBS, DPK_TEST_TIMEOUT, DPK_BENCH_PROGRAMS, ...) pass through;
 #       STEPS (default 300) is the training length.
 # pt [N1 N2]  the DeePMD-kit part alone (needs .gpu/whl and a Python 3.12 with torch).
@@ -33,6 +38,12 @@ pack() {
   rm -f .gpu/bundle.tar.gz
   tar -cJf .gpu/bundle.tar.xz -C "$stage" --exclude=dpk-gpu-bundle/tests --exclude=dpk-gpu-bundle/examples dpk-gpu-bundle
   say ".gpu/bundle.tar.xz: $(du -h .gpu/bundle.tar.xz | cut -f1)"
+  local cublas_stage=build/gpu-bundle-hopper90-cublas/stage
+  rm -f .gpu/bundle-cublas.tar.xz
+  if [ "${DPK_PACK_CUBLAS:-1}" = 1 ] && [ -x "$cublas_stage/dpk-gpu-bundle/run.sh" ] && [ "$stage" != "$cublas_stage" ]; then
+    tar -cJf .gpu/bundle-cublas.tar.xz -C "$cublas_stage" --exclude=dpk-gpu-bundle/tests --exclude=dpk-gpu-bundle/examples dpk-gpu-bundle
+    say ".gpu/bundle-cublas.tar.xz: $(du -h .gpu/bundle-cublas.tar.xz | cut -f1)"
+  fi
   if [ "${1:-}" = --deepmd-pt ]; then
     mkdir -p .gpu/whl
     # What `dp --pt train` imports beyond the image's packages (tried with `pt` below in a
@@ -77,17 +88,22 @@ deepmd_pt() {
   grep -h -i -m2 'device\|cuda' /tmp/dpk-pt-"$n2"/log.txt
 }
 
+# unpack_bundle TARBALL DIR: the bundle in DIR/dpk-gpu-bundle with the tree's data linked in.
+unpack_bundle() {
+  rm -rf "$2" && mkdir -p "$2" && tar -xJf "$1" -C "$2" || die "cannot unpack $1"
+  mkdir -p "$2/dpk-gpu-bundle/tests" "$2/dpk-gpu-bundle/examples"
+  ln -sfn "$root/tests/data" "$2/dpk-gpu-bundle/tests/data"
+  ln -sfn "$root/examples/water" "$2/dpk-gpu-bundle/examples/water"
+}
+
 run() {
-  local out="${RESULTS_DIR:-${OUT:-$root/results-gpu}}" b=/tmp/dpk-bundle
+  local out="${RESULTS_DIR:-${OUT:-$root/results-gpu}}" b=/tmp/dpk-bundle c=/tmp/dpk-bundle-cublas
   mkdir -p "$out"
   [ -f .gpu/bundle.tar.xz ] || die ".gpu/bundle.tar.xz missing (pack it here first, carry .gpu)"
   echo "== host: $(nproc) cores,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), glibc $(ldd --version | head -n1 | awk '{print $NF}')"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
-  rm -rf "$b" && mkdir -p "$b" && tar -xJf .gpu/bundle.tar.xz -C "$b" || die "cannot unpack the bundle"
+  unpack_bundle .gpu/bundle.tar.xz "$b"
   cd "$b/dpk-gpu-bundle" || exit 1
-  mkdir -p tests examples
-  ln -sfn "$root/tests/data" tests/data
-  ln -sfn "$root/examples/water" examples/water
   local f
   for f in bin/*; do ldd "$f" | grep -q 'not found' && { echo "missing libraries: $f"; ldd "$f" | grep 'not found'; }; done
   DPK_PARTS="${PARTS:-tests train kernels}" timeout "${RUN_LIMIT:-240}" ./run.sh 0 "${STEPS:-300}" 2>&1 | tee "$out/run.log"
@@ -99,6 +115,12 @@ run() {
     DPK_PARTS=bench timeout "$BENCH_LIMIT" ./run.sh 2>&1 | tee "$out/bench.log"
   fi
   tar -czf "$out/results.tar.gz" --exclude='*.ckpt*' --exclude='*.dpk' --exclude=checkpoint results
+  if [ -f "$root/.gpu/bundle-cublas.tar.xz" ] && [ "${CUBLAS_LIMIT:-0}" != 0 ]; then
+    unpack_bundle "$root/.gpu/bundle-cublas.tar.xz" "$c"
+    (cd "$c/dpk-gpu-bundle" && DPK_PARTS="${CUBLAS_PARTS:-tests train kernels bench}" timeout "$CUBLAS_LIMIT" ./run.sh 0 "${STEPS:-300}" 2>&1;
+     echo "run.sh (cuBLAS bundle) exit status: $?") | tee "$out/run-cublas.log"
+    tar -czf "$out/results-cublas.tar.gz" -C "$c/dpk-gpu-bundle" --exclude='*.ckpt*' --exclude='*.dpk' --exclude=checkpoint results
+  fi
   nvidia-smi --query-gpu=temperature.gpu,power.draw,clocks.sm --format=csv
 }
 
@@ -106,5 +128,5 @@ case "${1:-}" in
   pack) shift; pack "$@" ;;
   run) run ;;
   pt) shift; deepmd_pt "${1:-20}" "${2:-120}" ;;   # the DeePMD-kit part alone
-  *) sed -n '2,22p' "$0"; exit 2 ;;
+  *) sed -n '2,26p' "$0"; exit 2 ;;
 esac

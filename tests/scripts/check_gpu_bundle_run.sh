@@ -39,4 +39,14 @@ done
 
 rm "$work/bin/test_fail" "$work/bin/test_slow"
 (cd "$work" && DPK_PARTS=tests ./run.sh >/dev/null 2>&1) || fail "run.sh exited non-zero although every test passed"
+
+# A cuBLAS bundle (its MANIFEST names libcublas.so.13) puts DPK_CUBLAS_DIR first on the library path.
+echo "  test_pass: libcuda.so.1 libcublas.so.13 libc.so.6" >"$work/MANIFEST.txt"
+mkdir -p "$work/cublas"
+printf '#!/bin/sh
+echo "library path: $LD_LIBRARY_PATH"
+' >"$work/bin/test_pass"
+out=$(cd "$work" && DPK_CUBLAS_DIR="$work/cublas" DPK_PARTS=tests ./run.sh 2>&1) || fail "run.sh failed with DPK_CUBLAS_DIR"
+grep -qF "== cuBLAS 13 from $work/cublas" <<<"$out" || fail "run.sh did not report DPK_CUBLAS_DIR"
+grep -qF "library path: $work/cublas:" "$work/results/test_pass.log" || fail "DPK_CUBLAS_DIR is not first on LD_LIBRARY_PATH"
 echo "check_gpu_bundle_run: ok"
