@@ -30,19 +30,23 @@ cd "$root" || exit 1
 say() { printf '[gpu_remote_check] %s\n' "$*"; }
 die() { printf '[gpu_remote_check] error: %s\n' "$*" >&2; exit 1; }
 
+# pack_stage STAGE TARBALL: a built bundle without its copies of tests/data and examples/water.
+pack_stage() {
+  tar -cJf "$2" -C "$1" --exclude=dpk-gpu-bundle/tests --exclude=dpk-gpu-bundle/examples dpk-gpu-bundle
+  say "$2: $(du -h "$2" | cut -f1)"
+}
+
 pack() {
   local stage="${DPK_BUNDLE_BUILD_DIR:-build/gpu-bundle-${DPK_BUNDLE_ARCH:-hopper90}}/stage"
   [ -x "$stage/dpk-gpu-bundle/run.sh" ] || die "no bundle in $stage (run scripts/gpu_bundle.sh first)"
   mkdir -p .gpu .git/info
   grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >>.git/info/exclude
   rm -f .gpu/bundle.tar.gz
-  tar -cJf .gpu/bundle.tar.xz -C "$stage" --exclude=dpk-gpu-bundle/tests --exclude=dpk-gpu-bundle/examples dpk-gpu-bundle
-  say ".gpu/bundle.tar.xz: $(du -h .gpu/bundle.tar.xz | cut -f1)"
+  pack_stage "$stage" .gpu/bundle.tar.xz
   local cublas_stage=build/gpu-bundle-hopper90-cublas/stage
   rm -f .gpu/bundle-cublas.tar.xz
   if [ "${DPK_PACK_CUBLAS:-1}" = 1 ] && [ -x "$cublas_stage/dpk-gpu-bundle/run.sh" ] && [ "$stage" != "$cublas_stage" ]; then
-    tar -cJf .gpu/bundle-cublas.tar.xz -C "$cublas_stage" --exclude=dpk-gpu-bundle/tests --exclude=dpk-gpu-bundle/examples dpk-gpu-bundle
-    say ".gpu/bundle-cublas.tar.xz: $(du -h .gpu/bundle-cublas.tar.xz | cut -f1)"
+    pack_stage "$cublas_stage" .gpu/bundle-cublas.tar.xz
   fi
   if [ "${1:-}" = --deepmd-pt ]; then
     mkdir -p .gpu/whl
