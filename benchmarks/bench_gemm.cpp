@@ -6,7 +6,8 @@
 // nets' 25 -> 50 and 50 -> 100 layers) as the chunked host passes do (dpk::InThread), with the
 // operands in cache: the rate these skinny shapes reach at best (docs/performance.md);
 // `fitting_gemm` the fitting nets' products the same way, with operands in cache and from memory;
-// `fitting_gemm_split` their forward products and `fitting_gradient_split` their weight gradients
+// `fitting_gemm_split` their forward products, `fitting_gradient_split` their weight gradients and
+// `fitting_cotangent_split` their input cotangents
 // split over OMP_NUM_THREADS threads as a training step runs them (how far they scale from 1 to 2
 // threads: docs/performance.md).
 //
@@ -117,21 +118,22 @@ void fitting_shapes(benchmark::internal::Benchmark* b) {
 /// execution space as a training step runs them (OMP_NUM_THREADS threads), operands from memory
 /// (32 sets). `state.range(3)` = 0: forward/tangent C = A B (dpk::blas::gemm(space, ...)), A (m x
 /// k), B (k x n); 1: weight gradient dW += X^T G + X'^T G' (dpk::blas::gemm_tn_sum), X, X' (m x k),
-/// G, G' (m x n).
+/// G, G' (m x n); 2: input cotangent C = G W^T (dpk::blas::gemm(space, "N", "T", ...)), G (m x n),
+/// W (k x n), C (m x k).
 template <class Scalar>
 void fitting_split(benchmark::State& state) {
   int const m = int(state.range(0)), k = int(state.range(1)), n = int(state.range(2)), sets = 32;
-  bool const gradient = state.range(3) == 1;
+  bool const gradient = state.range(3) == 1, cotangent = state.range(3) == 2;
   dpk::set_blas_threads(1);
   using M = dpk::View2<Scalar, Mem>;
   std::vector<M> a0s, b0s, a1s, b1s, cs;  // a1, b1: the tangent pair of a weight gradient
   int const pair_rows = gradient ? m : 0;
   for (int s = 0; s < sets; ++s) {
-    a0s.emplace_back("dpk::bench::split_a0", m, k);
+    a0s.emplace_back("dpk::bench::split_a0", m, cotangent ? n : k);
     b0s.emplace_back("dpk::bench::split_b0", gradient ? m : k, n);
     a1s.emplace_back("dpk::bench::split_a1", pair_rows, k);
     b1s.emplace_back("dpk::bench::split_b1", pair_rows, n);
-    cs.emplace_back("dpk::bench::split_c", gradient ? k : m, n);
+    cs.emplace_back("dpk::bench::split_c", gradient ? k : m, cotangent ? k : n);
     for (M* v : {&a0s.back(), &b0s.back(), &a1s.back(), &b1s.back()}) Kokkos::deep_copy(*v, Scalar(0.5));
   }
   Space space;
@@ -140,6 +142,8 @@ void fitting_split(benchmark::State& state) {
   for (auto _ : state) {
     if (gradient)
       dpk::blas::gemm_tn_sum(space, Scalar(1), a0s[set], b0s[set], a1s[set], b1s[set], Scalar(1), cs[set], partials);
+    else if (cotangent)
+      dpk::blas::gemm(space, "N", "T", Scalar(1), a0s[set], b0s[set], Scalar(0), cs[set]);
     else
       dpk::blas::gemm(space, "N", "N", Scalar(1), a0s[set], b0s[set], Scalar(0), cs[set]);
     space.fence();
@@ -176,4 +180,6 @@ BENCHMARK_TEMPLATE(fitting_split, double)->Name("fitting_gemm_split<double>")->A
 BENCHMARK_TEMPLATE(fitting_split, float)->Name("fitting_gemm_split<float>")->Apply(fitting_split_shapes<0>)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(fitting_split, double)->Name("fitting_gradient_split<double>")->Apply(fitting_split_shapes<1>)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(fitting_split, float)->Name("fitting_gradient_split<float>")->Apply(fitting_split_shapes<1>)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(fitting_split, double)->Name("fitting_cotangent_split<double>")->Apply(fitting_split_shapes<2>)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(fitting_split, float)->Name("fitting_cotangent_split<float>")->Apply(fitting_split_shapes<2>)->UseRealTime()->Unit(benchmark::kMicrosecond);
 

@@ -11,6 +11,7 @@
 #include <dpk/model/parameters.hpp>
 #include <dpk/nn/network.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -43,18 +44,33 @@ class FittingStage {
   }
   std::vector<double> const& energy_bias() const { return bias_; }
 
-  /// Sizes the nets' activations for the batch in `layout`.
-  void reserve(Layout const& layout) { nets_.reserve(std::size_t(layout.nloc()), true); }
+  /// Sizes the nets' activations for the batch in `layout` and cuts its fitting rows into the
+  /// blocks the passes run (cut_blocks). On host schedules where every thread gets at least
+  /// min_block_rows rows, each block runs through all layers in one host thread (the nets' chunked
+  /// host path, one chunk per block): one parallel region per pass instead of one per product
+  /// and elementwise step, and the rows a thread makes in one layer are the rows it reads in the
+  /// next. With fewer rows per thread each product is split over the threads instead (column
+  /// blocks of C: a 192-atom frame on 16 threads keeps 15 threads busy, not 6).
+  void reserve(Layout const& layout) {
+    int threads = 1;
+    if constexpr (host_schedule_v<ExecutionSpace>) {
+      int const host = std::max(1, int(ExecutionSpace().concurrency()));
+      if (layout.fit_rows >= min_block_rows * host || host == 1) threads = host;
+    }
+    int const largest = cut_blocks(layout, threads);
+    if constexpr (host_schedule_v<ExecutionSpace>) {
+      nets_.set_transposed_weights(false);  // 1600 x 240 per net: more to transpose than it saves
+      nets_.set_host_chunk_rows(threads > 1 || int(ExecutionSpace().concurrency()) == 1 ? largest : 0);
+    }
+    nets_.reserve(std::size_t(layout.nloc()), true);
+  }
 
   /// D (fitting-row order) -> atomic energies (atom order, bias added; 0 for atoms that are not
   /// centres) and frame energies.
   void forward(ExecutionSpace const& space, Scalar* params, Layout const& layout, Vector const& d,
                Vector const& atom_energy, Vector const& energy) {
-    for (int t = 0; t < ntypes_; ++t) {
-      auto const [r0, r1] = layout.fitting_rows(t);
-      if (r1 > r0) nets_.forward(space, params, t, rows(d, r0, r1 - r0, width_), r0, r1);
-    }
     int const nloc = layout.nloc();
+    if (!blocks_.empty()) nets_.forward_blocks(space, params, blocks_, rows(d, 0, nloc, width_));
     auto e_fit = nets_.output(0, nloc);
     auto position = layout.in.position;
     auto types = layout.in.types;
@@ -83,11 +99,8 @@ class FittingStage {
   void input_cotangent(ExecutionSpace const& space, Scalar* params, Layout const& layout, Vector const& ones,
                        Vector const& de_dd) {
     int const nloc = layout.nloc(), width = width_;
-    for (int t = 0; t < ntypes_; ++t) {
-      auto const [r0, r1] = layout.fitting_rows(t);
-      if (r1 > r0)
-        nets_.backward_input(space, params, t, r0, r1, rows(ones, r0, r1 - r0, 1), rows(de_dd, r0, r1 - r0, width));
-    }
+    if (!blocks_.empty())
+      nets_.backward_input_blocks(space, params, blocks_, rows(ones, 0, nloc, 1), rows(de_dd, 0, nloc, width));
     if (layout.fit_rows < nloc) {
       long const begin = long(layout.fit_rows) * width, end = long(nloc) * width;
       Kokkos::parallel_for(
@@ -103,24 +116,18 @@ class FittingStage {
   void tangent_and_reverse(ExecutionSpace const& space, Scalar* params, Scalar* grads, Layout const& layout,
                            Vector const& d, Vector const& d_tangent, Vector const& energy_cotangent,
                            Vector const& seed, Vector const& ones, Vector const& dl_dd, bool accumulate) {
-    for (int t = 0; t < ntypes_; ++t) {
-      auto const [r0, r1] = layout.fitting_rows(t);
-      if (r1 > r0) nets_.tangent(space, params, t, rows(d_tangent, r0, r1 - r0, width_), r0, r1);
-    }
+    int const nloc = layout.nloc();
+    if (!blocks_.empty()) nets_.tangent_blocks(space, params, blocks_, rows(d_tangent, 0, nloc, width_));
     auto position = layout.in.position;
     int const natoms = layout.natoms;
     Kokkos::parallel_for(
         "dpk::model::fitting_seed", Kokkos::RangePolicy<ExecutionSpace>(space, 0, layout.nloc()),
         KOKKOS_LAMBDA(int const i) { seed(position(i)) = energy_cotangent(i / natoms); });
     bool const with_dl_dd = dl_dd.extent(0) > 0;
-    for (int t = 0; t < ntypes_; ++t) {
-      auto const [r0, r1] = layout.fitting_rows(t);
-      int const n = r1 - r0;
-      if (n == 0) continue;
-      nets_.reverse(space, params, grads, t, rows(d, r0, n, width_), rows(d_tangent, r0, n, width_), r0, r1,
-                    rows(seed, r0, n, 1), rows(ones, r0, n, 1), with_dl_dd ? rows(dl_dd, r0, n, width_) : Matrix(),
-                    accumulate);
-    }
+    if (!blocks_.empty())
+      nets_.reverse_blocks(space, params, grads, blocks_, rows(d, 0, nloc, width_), rows(d_tangent, 0, nloc, width_),
+                           rows(seed, 0, nloc, 1), rows(ones, 0, nloc, 1),
+                           with_dl_dd ? rows(dl_dd, 0, nloc, width_) : Matrix(), accumulate);
   }
 
   /// Rows [row0, row0 + count) of a flat buffer seen as a matrix of `ncol` columns.
@@ -129,7 +136,30 @@ class FittingStage {
   }
 
  private:
+  /// blocks_ for `threads` threads: one block per type on one thread (or a device); with several
+  /// host threads each type's rows cut into blocks of at most ceil(rows / threads) rows, largest
+  /// first (the threads take them in turn, so the longest start first and the totals come out
+  /// even: 128 + 64 rows on 2 threads -> 96, 64, 32). Returns that largest block size.
+  int cut_blocks(Layout const& layout, int threads) {
+    int const total = layout.fit_rows;
+    int const most = std::max(1, (total + threads - 1) / threads);
+    blocks_.clear();
+    for (int t = 0; t < ntypes_; ++t) {
+      auto const [r0, r1] = layout.fitting_rows(t);
+      for (int b = r0; b < r1; b += most) blocks_.push_back({t, b, std::min(r1, b + most)});
+    }
+    std::stable_sort(blocks_.begin(), blocks_.end(), [](nn::RowBlock const& x, nn::RowBlock const& y) {
+      return x.end - x.begin > y.end - y.begin;
+    });
+    return most;
+  }
+
+  /// Rows per host thread below which the fitting products are split over the threads instead
+  /// of the rows (see reserve).
+  static constexpr int min_block_rows = 64;
+
   int ntypes_ = 0, width_ = 0;
+  std::vector<nn::RowBlock> blocks_;
   nn::NetworkFamily<Scalar, ExecutionSpace> nets_;
   std::vector<double> bias_;
   Vector bias_dev_;

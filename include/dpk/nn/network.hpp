@@ -78,6 +78,15 @@ class NetworkFamily {
   void set_host_chunk_rows(int rows) { chunk_rows_ = std::max(0, rows); }
   int host_chunk_rows() const { return chunk_rows_; }
 
+  /// Whether the chunked host path keeps a transposed copy of the weights for its backward
+  /// passes (on by default: the embedding nets' small products gain from it). Off for nets whose
+  /// weights cost more to transpose at every forward pass than the backward products gain (the
+  /// fitting nets' 1600 x 240).
+  void set_transposed_weights(bool on) {
+    transposed_weights_ = on;
+    std::fill(transposed_from_.begin(), transposed_from_.end(), nullptr);
+  }
+
   /// Unit input tangents, for nets with one input column on the chunked host path (the
   /// descriptor's embedding nets; see unit_tangents()). forward_blocks(..., tangents = true) then
   /// also runs the tangent layers for the input tangent 1 while each chunk is in cache, keeping
@@ -290,7 +299,7 @@ class NetworkFamily {
   /// transposed by one thread (a few thousand elements each), unmarked nets skipped.
   void transpose_weights(ExecutionSpace const& space, Scalar* params) {
     if constexpr (host_schedule_v<ExecutionSpace>) {
-      if (!host_chunks()) return;
+      if (!host_chunks() || !transposed_weights_) return;
       grow(transposed_, transposed_size_, "transposed_weights");
       int const layers = num_layers();
       Scalar* const out = transposed_.data();
@@ -492,19 +501,36 @@ class NetworkFamily {
     for (auto const& b : blocks) pass(space, 0, b.net, b.begin, b.end);
   }
 
-  /// The chunked host reverse pass (see reverse_blocks).
+  /// The chunked host reverse pass (see reverse_blocks). The first non-empty block of each net
+  /// (in block order) sums its chunks straight into `grads`; each later block into a slab of its
+  /// own, added to `grads` afterwards in block order. Without `accumulate` these are the bits of
+  /// summing every block apart and adding the block sums in order (0 + x = x), and a net of one
+  /// block needs no pass over its gradient after the chunks (the fitting nets' million weights).
   void reverse_chunks(ExecutionSpace const& space, Scalar* params, Scalar* grads, std::vector<RowBlock> const& blocks,
                       Matrix x0, Matrix x0t, Matrix g_out, Matrix gt_out, Matrix g_in, bool accumulate,
                       Seed const& seed, Seed const& seed_t) {
-    reserve_block_gradients(blocks.size());
     int const nets = num_nets();
-    std::fill(touched_.begin(), touched_.end(), char(0));
+    std::size_t const nblocks = blocks.size();
+    first_block_.assign(std::size_t(nets), -1);
+    slot_.assign(nblocks, -1);
+    int extra = 0;
+    for (std::size_t k = 0; k < nblocks; ++k) {
+      RowBlock const& b = blocks[k];
+      if (b.end <= b.begin) continue;  // no chunks
+      if (first_block_[b.net] < 0)
+        first_block_[b.net] = int(k);
+      else
+        slot_[k] = extra++;
+    }
+    reserve_block_gradients(std::size_t(extra));
+    touched_.assign(nblocks, 0);
     Scalar* slabs = block_grads_.data();
     std::size_t const slab = slab_size_;
     bool const unit = unit_ready_;
     for_each_chunk(space, blocks, "dpk::nn::NetworkFamily::reverse_chunks",
                    [&](int worker, int block, int net, int r0, int r1) {
-                     char& seen = touched_[std::size_t(block) * nets + net];
+                     char& seen = touched_[std::size_t(block)];
+                     bool const direct = slot_[std::size_t(block)] < 0;  // the net's first block
                      std::size_t const s0 = scratch_start(worker);
                      Matrix const g = seed ? seed_rows(seed, seed_g_, s0, r0, r1) : rows_of(g_out, r0, r1);
                      Matrix gt = seed_t ? seed_rows(seed_t, seed_gt_, s0, r0, r1) : rows_of(gt_out, r0, r1);
@@ -517,24 +543,36 @@ class NetworkFamily {
                        }
                        xt = ones_rows(r1 - r0);
                      }
-                     reverse_layers(InThread{}, params, slabs + block * slab, slab_offsets_, net, rows_of(x0, r0, r1),
-                                    xt, r0, r1, g, gt, rows_of(g_in, r0, r1), seen != 0, s0, chunk_worker(worker),
-                                    unit);
+                     reverse_layers(InThread{}, params,
+                                    direct ? grads : slabs + std::size_t(slot_[std::size_t(block)]) * slab,
+                                    direct ? offsets_ : slab_offsets_, net, rows_of(x0, r0, r1), xt, r0, r1, g, gt,
+                                    rows_of(g_in, r0, r1), seen != 0 || (direct && accumulate), s0,
+                                    chunk_worker(worker), unit);
                      seen = 1;
                    });
-    // grads = [grads +] the blocks' sums in block order, for every net named in blocks.
+    // grads += the later blocks' sums in block order; a net named in blocks without any rows gets
+    // a zero gradient (or keeps its own with `accumulate`).
     name_nets(blocks);
-    std::size_t const nblocks = blocks.size();
-    Kokkos::parallel_for(
-        "dpk::nn::NetworkFamily::reduce_block_gradients",
-        Kokkos::RangePolicy<ExecutionSpace>(space, 0, static_cast<std::int64_t>(slab)), [&](std::int64_t const j) {
-          int const net = slab_net_[j];
-          if (!named_[net]) return;
-          Scalar sum = accumulate ? grads[slab_destination_[j]] : Scalar(0);
-          for (std::size_t k = 0; k < nblocks; ++k)
-            if (touched_[k * nets + net]) sum += slabs[k * slab + j];
-          grads[slab_destination_[j]] = sum;
-        });
+    std::vector<int>& slots = net_slots_;
+    for (int net = 0; net < nets; ++net) {
+      if (!named_[net]) continue;
+      slots.clear();
+      for (std::size_t k = 0; k < nblocks; ++k)
+        if (blocks[k].net == net && slot_[k] >= 0) slots.push_back(slot_[k]);
+      bool const written = first_block_[net] >= 0;
+      if (slots.empty() && (written || accumulate)) continue;
+      bool const keep = written || accumulate;
+      std::size_t const* const destination = slab_destination_.data();
+      Kokkos::parallel_for(
+          "dpk::nn::NetworkFamily::reduce_block_gradients",
+          Kokkos::RangePolicy<ExecutionSpace>(space, static_cast<std::int64_t>(slab_begin_[net]),
+                                              static_cast<std::int64_t>(slab_begin_[net + 1])),
+          [&](std::int64_t const j) {
+            Scalar sum = keep ? grads[destination[j]] : Scalar(0);
+            for (int const s : slots) sum += slabs[std::size_t(s) * slab + j];
+            grads[destination[j]] = sum;
+          });
+    }
     space.fence();
   }
 
@@ -623,36 +661,34 @@ class NetworkFamily {
     space.fence();
   }
 
-  /// Per-block gradient buffers of the chunked reverse pass: one slab per block (at least one
-  /// per host thread) holding every net's tensors (compact layout slab_offsets_), and the map
-  /// back to the flat buffer.
+  /// Gradient buffers of the chunked reverse pass: `blocks` slabs (at least one per host thread)
+  /// for the blocks that are not their net's first, each holding every net's tensors (compact
+  /// layout slab_offsets_, net by net), and the map back to the flat buffer.
   void reserve_block_gradients(std::size_t blocks = 0) {
     std::size_t const slabs = std::max<std::size_t>(
         {std::size_t(1), std::size_t(ExecutionSpace().concurrency()), blocks});
     if (slab_offsets_.size() != offsets_.size()) {
       slab_offsets_.assign(offsets_.size(), std::vector<LayerOffsets>(shapes_.size()));
       slab_destination_.clear();
-      slab_net_.clear();
-      auto add = [&](int net, std::size_t from, std::size_t count) {
+      slab_begin_.assign(1, 0);
+      auto add = [&](std::size_t from, std::size_t count) {
         std::size_t const at = slab_destination_.size();
-        for (std::size_t j = 0; j < count; ++j) {
-          slab_destination_.push_back(from + j);
-          slab_net_.push_back(net);
-        }
+        for (std::size_t j = 0; j < count; ++j) slab_destination_.push_back(from + j);
         return at;
       };
-      for (std::size_t k = 0; k < offsets_.size(); ++k)
+      for (std::size_t k = 0; k < offsets_.size(); ++k) {
         for (std::size_t l = 0; l < shapes_.size(); ++l) {
           LayerShape const& s = shapes_[l];
           LayerOffsets const& o = offsets_[k][l];
           LayerOffsets& slab = slab_offsets_[k][l];
-          slab.w = add(int(k), o.w, std::size_t(s.n_in) * s.n_out);
-          slab.b = add(int(k), o.b, std::size_t(s.n_out));
-          if (o.idt != LayerOffsets::npos) slab.idt = add(int(k), o.idt, std::size_t(s.n_out));
+          slab.w = add(o.w, std::size_t(s.n_in) * s.n_out);
+          slab.b = add(o.b, std::size_t(s.n_out));
+          if (o.idt != LayerOffsets::npos) slab.idt = add(o.idt, std::size_t(s.n_out));
         }
+        slab_begin_.push_back(slab_destination_.size());
+      }
       slab_size_ = slab_destination_.size();
     }
-    touched_.assign(slabs * offsets_.size(), 0);
     grow(block_grads_, slabs * slab_size_, "block_gradients");
   }
 
@@ -671,10 +707,13 @@ class NetworkFamily {
   bool inner_tanh_ = false;           ///< every inner layer is a tanh layer (see inner_in_scratch)
   int chunk_rows_ = 0;
   std::vector<std::vector<LayerOffsets>> slab_offsets_;
-  std::vector<std::size_t> slab_destination_;
-  std::vector<int> slab_net_;
+  std::vector<std::size_t> slab_destination_;  ///< [j]: where slab element j goes in the flat buffer
+  std::vector<std::size_t> slab_begin_;        ///< [net]: the net's first slab element; [nets]: slab_size_
   std::size_t slab_size_ = 0;
-  std::vector<char> touched_;
+  std::vector<char> touched_;      ///< [block]: a chunk of the block has run (reverse_chunks)
+  std::vector<int> first_block_;   ///< [net]: its first non-empty block, which sums into grads (or -1)
+  std::vector<int> slot_;          ///< [block]: its slab, -1 for a net's first block (reverse_chunks)
+  std::vector<int> net_slots_;     ///< one net's slabs in block order (reverse_chunks)
   std::vector<char> named_;  ///< [net]: named by the blocks of the current pass (name_nets)
   View1<Scalar, memory_space> block_grads_;
   std::vector<std::vector<std::size_t>> transposed_offset_;  ///< [net][layer] into transposed_
@@ -685,6 +724,7 @@ class NetworkFamily {
   View1<Scalar, memory_space> g_a_, g_b_, gz_, gzt_, product_, ones_, partials_;
   View1<Scalar, memory_space> seed_g_, seed_gt_;  ///< chunk seeds (value, tangent) per worker
   View1<Scalar, memory_space> last_tangent_;      ///< a chunk's output tangent for a sink, per worker
+  bool transposed_weights_ = true;                ///< see set_transposed_weights
   bool unit_input_tangents_ = false;              ///< see set_unit_input_tangents
   bool unit_ready_ = false;                       ///< zt_ and unit_out_ hold unit tangents of the last forward_blocks
   View1<Scalar, memory_space> unit_out_;          ///< dout/dx0 of every row (rows, n_output()), unit mode
