@@ -72,9 +72,10 @@ class NetworkFamily {
   /// (single-threaded GEMMs and elementwise loops), so a chunk's activations stay in cache
   /// between layers. Weight gradients are summed per block and the block sums added in block
   /// order: the result depends on the blocks, not on which thread ran which, so give these
-  /// passes a few blocks per thread (the descriptor's embedding_parts). 0 (the default) runs
-  /// each layer over all rows of a net at once, the GEMMs split over the threads (the better
-  /// choice for few, wide rows: the fitting nets). Device spaces always run layer by layer.
+  /// passes a few blocks per thread (the descriptor's embedding_parts), or one block per thread
+  /// of rows a chunk each (the fitting nets, FittingStage::reserve). 0 (the default) runs each
+  /// layer over all rows of a net at once, the GEMMs split over the threads (the fitting nets
+  /// when each thread would get fewer than 64 rows). Device spaces always run layer by layer.
   void set_host_chunk_rows(int rows) { chunk_rows_ = std::max(0, rows); }
   int host_chunk_rows() const { return chunk_rows_; }
 
