@@ -212,8 +212,11 @@ TEST_CASE_TEMPLATE_DEFINE("network block passes in row chunks equal the per-net 
     auto const& offsets = net.layout.embedding_offsets;
     int const n_in = shapes.front().n_in, n_out = shapes.back().n_out;
     // Blocks out of net order, with a gap of unused rows, net 2 not evaluated, nets 1 and 3 in
-    // two blocks each (as the parts of a net that the chunked passes hand out to threads).
-    std::vector<dpk::nn::RowBlock> const blocks = {{1, 0, 12}, {0, 23, 40}, {3, 45, 61}, {1, 12, 23}, {3, 61, 83}};
+    // two blocks each (as the parts of a net that the chunked passes hand out to threads), net
+    // 3's first block empty (the chunked reverse pass sums a net's first non-empty block into
+    // the gradient itself, the others through slabs).
+    std::vector<dpk::nn::RowBlock> const blocks = {{1, 0, 12}, {0, 23, 40}, {3, 45, 45}, {3, 45, 61},
+                                                   {1, 12, 23}, {3, 61, 83}};
     int const rows = 83;
     std::vector<double> x(rows * n_in), xt(rows * n_in), c(rows * n_out), d(rows * n_out);
     for (std::size_t k = 0; k < x.size(); ++k) x[k] = std::sin(0.9 * k + 0.1), xt[k] = std::cos(1.3 * k);
@@ -297,18 +300,31 @@ TEST_CASE_TEMPLATE_DEFINE("a reverse pass over no rows writes a zero gradient, o
   dpk::nn::NetworkFamily<Scalar, Space> f(shapes, offsets, "dpk::test::net");
   f.reserve(4, true);
   auto pd = to_device<Scalar, Mem>(net.params, "p");
-  for (bool accumulate : {false, true}) {
-    auto grad = to_device<Scalar, Mem>(std::vector<double>(net.params.size(), 1.0), "grad");
-    f.reverse(Space(), pd.data(), grad.data(), 1, M(), M(), 0, 0, M(), M(), M(), accumulate);
-    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
-    for (std::size_t net_index : {0, 1})
-      for (auto const& l : offsets[net_index]) {
-        double const want = (net_index == 1 && !accumulate) ? 0.0 : 1.0;
-        CHECK(h(l.w) == want);
-        CHECK(h(l.b) == want);
-        if (l.idt != dpk::nn::LayerOffsets::npos) CHECK(h(l.idt) == want);
-      }
-  }
+  // The same through reverse_blocks with net 1 named by an empty block, layer by layer and on
+  // the chunked host path (where no chunk runs for it).
+  dpk::nn::NetworkFamily<Scalar, Space> chunked(shapes, offsets, "dpk::test::net");
+  chunked.set_host_chunk_rows(2);
+  chunked.reserve(4, true);
+  std::vector<dpk::nn::RowBlock> const empty = {{1, 3, 3}};
+  for (int pass = 0; pass < 3; ++pass)
+    for (bool accumulate : {false, true}) {
+      CAPTURE(pass);
+      CAPTURE(accumulate);
+      auto grad = to_device<Scalar, Mem>(std::vector<double>(net.params.size(), 1.0), "grad");
+      if (pass == 0)
+        f.reverse(Space(), pd.data(), grad.data(), 1, M(), M(), 0, 0, M(), M(), M(), accumulate);
+      else
+        (pass == 1 ? f : chunked)
+            .reverse_blocks(Space(), pd.data(), grad.data(), empty, M(), M(), M(), M(), M(), accumulate);
+      auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
+      for (std::size_t net_index : {0, 1})
+        for (auto const& l : offsets[net_index]) {
+          double const want = (net_index == 1 && !accumulate) ? 0.0 : 1.0;
+          CHECK(h(l.w) == want);
+          CHECK(h(l.b) == want);
+          if (l.idt != dpk::nn::LayerOffsets::npos) CHECK(h(l.idt) == want);
+        }
+    }
 }
 TEST_CASE_TEMPLATE_APPLY(reverse_no_rows, dpk_test::ExecutionSpaces);
 
