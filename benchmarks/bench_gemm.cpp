@@ -151,7 +151,9 @@ void fitting_split(benchmark::State& state) {
   }
   state.counters["GFLOP/s"] = benchmark::Counter((gradient ? 4.0 : 2.0) * m * k * n * 1e-9 * state.iterations(),
                                                  benchmark::Counter::kIsRate);
-  state.counters["threads"] = space.concurrency();
+  // The host threads the product is split over (one call on a device, whose concurrency counts
+  // its hardware threads).
+  state.counters["threads"] = dpk::host_schedule_v<Space> ? space.concurrency() : 1;
 }
 
 /// fitting_split's shapes; `mode` its state.range(3).
