@@ -50,7 +50,7 @@ class FittingStage {
   /// host path, one chunk per block): one parallel region per pass instead of one per product
   /// and elementwise step, and the rows a thread makes in one layer are the rows it reads in the
   /// next. With fewer rows per thread each product is split over the threads instead (column
-  /// blocks of C: a 192-atom frame on 16 threads keeps 15 threads busy, not 6).
+  /// blocks of C: a 192-atom frame on 16 threads keeps 15 threads busy, 64-row blocks only 3).
   void reserve(Layout const& layout) {
     int threads = 1;
     if constexpr (host_schedule_v<ExecutionSpace>) {
