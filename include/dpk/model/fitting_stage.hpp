@@ -30,6 +30,7 @@ class FittingStage {
   FittingStage(ParameterLayout const& layout, int ntypes, int width)
       : ntypes_(ntypes), width_(width),
         nets_(layout.fitting_shapes, layout.fitting_offsets, "dpk::model::fitting") {
+    nets_.set_transposed_weights(false);  // 1600 x 240 per net: more to transpose than it saves
     set_energy_bias(std::vector<double>(ntypes, 0.0));
   }
 
@@ -52,16 +53,15 @@ class FittingStage {
   /// next. With fewer rows per thread each product is split over the threads instead (column
   /// blocks of C: a 192-atom frame on 16 threads keeps 15 threads busy, 64-row blocks only 3).
   void reserve(Layout const& layout) {
+    bool chunked = false;
     int threads = 1;
     if constexpr (host_schedule_v<ExecutionSpace>) {
       int const host = std::max(1, int(ExecutionSpace().concurrency()));
-      if (layout.fit_rows >= min_block_rows * host || host == 1) threads = host;
+      chunked = host == 1 || layout.fit_rows >= min_block_rows * host;
+      if (chunked) threads = host;
     }
     int const largest = cut_blocks(layout, threads);
-    if constexpr (host_schedule_v<ExecutionSpace>) {
-      nets_.set_transposed_weights(false);  // 1600 x 240 per net: more to transpose than it saves
-      nets_.set_host_chunk_rows(threads > 1 || int(ExecutionSpace().concurrency()) == 1 ? largest : 0);
-    }
+    nets_.set_host_chunk_rows(chunked ? largest : 0);
     nets_.reserve(std::size_t(layout.nloc()), true);
   }
 

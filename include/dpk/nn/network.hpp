@@ -560,9 +560,8 @@ class NetworkFamily {
       slots.clear();
       for (std::size_t k = 0; k < nblocks; ++k)
         if (blocks[k].net == net && slot_[k] >= 0) slots.push_back(slot_[k]);
-      bool const written = first_block_[net] >= 0;
-      if (slots.empty() && (written || accumulate)) continue;
-      bool const keep = written || accumulate;
+      bool const keep = first_block_[net] >= 0 || accumulate;  // its first block's sum, or its own
+      if (slots.empty() && keep) continue;
       std::size_t const* const destination = slab_destination_.data();
       Kokkos::parallel_for(
           "dpk::nn::NetworkFamily::reduce_block_gradients",
