@@ -163,6 +163,23 @@ fetch_kokkos4() {
   done
 }
 
+# build_kernels PREFIX NAME [extra cmake args...]
+# Kokkos Kernels from KERNELS_SRC (ETI off, host BLAS TPL unless the arguments or KK_EXTRA turn it
+# off: a later -D wins) into PREFIX.partial, against the Kokkos already installed there.
+build_kernels() {
+  local prefix="$1" name="$2"; shift 2
+  local build="$SRC_CACHE/build-$name"
+  say "building Kokkos Kernels ($name, ETI off)"
+  $SUDO cmake -S "$KERNELS_SRC" -B "$build/kernels" -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_INSTALL_PREFIX="$prefix.partial" -DKokkos_ROOT="$prefix.partial" -DCMAKE_CXX_STANDARD=17 \
+      -DKokkosKernels_ADD_DEFAULT_ETI=OFF -DKokkosKernels_ENABLE_TPL_BLAS=ON -DKokkosKernels_ENABLE_TESTS=OFF \
+      -DKokkosKernels_ENABLE_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
+      "${KK_EXTRA[@]}" "$@" >"$build.kernels.log" 2>&1 \
+    || { tail -30 "$build.kernels.log" >&2; die "Kokkos Kernels configure failed (log: $build.kernels.log)"; }
+  $SUDO cmake --build "$build/kernels" -j "$JOBS" >>"$build.kernels.log" 2>&1 && $SUDO cmake --install "$build/kernels" >>"$build.kernels.log" 2>&1 \
+    || { tail -30 "$build.kernels.log" >&2; die "Kokkos Kernels build failed (log: $build.kernels.log)"; }
+}
+
 # build_kokkos PREFIX NAME [extra cmake args...]
 # Sources: KOKKOS_SRC / KERNELS_SRC when set (Kokkos 4), else Debian's trilinos (Kokkos 3.4).
 build_kokkos() {
@@ -181,15 +198,7 @@ build_kokkos() {
     || { tail -30 "$build.kokkos.log" >&2; die "Kokkos configure failed (log: $build.kokkos.log)"; }
   $SUDO cmake --build "$build/kokkos" -j "$JOBS" >>"$build.kokkos.log" 2>&1 && $SUDO cmake --install "$build/kokkos" >>"$build.kokkos.log" 2>&1 \
     || { tail -30 "$build.kokkos.log" >&2; die "Kokkos build failed (log: $build.kokkos.log)"; }
-  say "building Kokkos Kernels ($name, ETI off, BLAS TPL)"
-  $SUDO cmake -S "$kernels_src" -B "$build/kernels" -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_INSTALL_PREFIX="$prefix.partial" -DKokkos_ROOT="$prefix.partial" -DCMAKE_CXX_STANDARD=17 \
-      -DKokkosKernels_ADD_DEFAULT_ETI=OFF -DKokkosKernels_ENABLE_TPL_BLAS=ON -DKokkosKernels_ENABLE_TESTS=OFF \
-      -DKokkosKernels_ENABLE_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
-      "${KK_EXTRA[@]}" "$@" >"$build.kernels.log" 2>&1 \
-    || { tail -30 "$build.kernels.log" >&2; die "Kokkos Kernels configure failed (log: $build.kernels.log)"; }
-  $SUDO cmake --build "$build/kernels" -j "$JOBS" >>"$build.kernels.log" 2>&1 && $SUDO cmake --install "$build/kernels" >>"$build.kernels.log" 2>&1 \
-    || { tail -30 "$build.kernels.log" >&2; die "Kokkos Kernels build failed (log: $build.kernels.log)"; }
+  KERNELS_SRC="$kernels_src" build_kernels "$prefix" "$name" "$@"
   printf '%s\n' "$*" | $SUDO tee "$prefix.partial/.dpk-options" >/dev/null
   $SUDO rm -rf "$prefix" && $SUDO mv "$prefix.partial" "$prefix"
   $SUDO rm -rf "$build"
@@ -402,13 +411,8 @@ for n in z.namelist():
       build="$SRC_CACHE/build-kokkos4-cuda-bundle-hopper-cublas"
       $SUDO rm -rf "$build" "$KOKKOS4_BUNDLE_CUBLAS_PREFIX.partial"
       $SUDO cp -a "$KOKKOS4_BUNDLE_HOPPER_PREFIX" "$KOKKOS4_BUNDLE_CUBLAS_PREFIX.partial"
-      $SUDO cmake -S "$SRC_CACHE/kokkos-kernels-$KOKKOS_KERNELS4_VERSION" -B "$build" -DCMAKE_BUILD_TYPE=Release \
-          -DCMAKE_INSTALL_PREFIX="$KOKKOS4_BUNDLE_CUBLAS_PREFIX.partial" -DKokkos_ROOT="$KOKKOS4_BUNDLE_CUBLAS_PREFIX.partial" \
-          -DCMAKE_CXX_STANDARD=17 -DKokkosKernels_ADD_DEFAULT_ETI=OFF -DKokkosKernels_ENABLE_TESTS=OFF \
-          -DKokkosKernels_ENABLE_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
-          -DCUDAToolkit_ROOT="$CUDA_TOOLCHAIN" "${HOPPER_OPTS[@]}" "${CUBLAS_OPTS[@]}" >"$build.log" 2>&1 \
-        && $SUDO cmake --build "$build" -j "$JOBS" >>"$build.log" 2>&1 && $SUDO cmake --install "$build" >>"$build.log" 2>&1 \
-        || { tail -30 "$build.log" >&2; die "Kokkos Kernels (cuBLAS 13) build failed (log: $build.log)"; }
+      KERNELS_SRC="$SRC_CACHE/kokkos-kernels-$KOKKOS_KERNELS4_VERSION" build_kernels "$KOKKOS4_BUNDLE_CUBLAS_PREFIX" \
+        kokkos4-cuda-bundle-hopper-cublas -DCUDAToolkit_ROOT="$CUDA_TOOLCHAIN" "${HOPPER_OPTS[@]}" "${CUBLAS_OPTS[@]}"
       grep -q '^#define KOKKOSKERNELS_ENABLE_TPL_CUBLAS' "$KOKKOS4_BUNDLE_CUBLAS_PREFIX.partial/include/KokkosKernels_config.h" \
         || die "Kokkos Kernels in $KOKKOS4_BUNDLE_CUBLAS_PREFIX.partial has no cuBLAS"
       printf '%s\n' "${HOPPER_OPTS[*]} ${CUBLAS_OPTS[*]}" | $SUDO tee "$KOKKOS4_BUNDLE_CUBLAS_PREFIX.partial/.dpk-options" >/dev/null
