@@ -68,18 +68,18 @@ std::vector<double> to_host(dpk::MatrixView<Scalar, Mem> m) {
 struct TestNet {
   dpk::ParameterLayout layout;
   std::vector<double> params;
-  TestNet(bool type_one_side, bool resnet_dt)
-      : layout(make_descriptor(type_one_side, resnet_dt), make_fitting(resnet_dt), 2) {
+  TestNet(bool type_one_side, bool resnet_dt, std::vector<int> const& neuron = {2, 4, 4})
+      : layout(make_descriptor(type_one_side, resnet_dt, neuron), make_fitting(resnet_dt), 2) {
     params = dpk::initial_parameters(layout, 7);
     // idt ~ N(0.1, 0.001) would hide errors in the timestep path: make it O(1).
     for (auto const& t : layout.tensors)
       if (t.name.find("idt") != std::string::npos)
         for (std::size_t k = 0; k < t.size(); ++k) params[t.offset + k] = 0.5 + 0.1 * double(k);
   }
-  static dpk::DescriptorConfig make_descriptor(bool tos, bool resnet_dt) {
+  static dpk::DescriptorConfig make_descriptor(bool tos, bool resnet_dt, std::vector<int> const& neuron) {
     dpk::DescriptorConfig d;
     d.sel = {3, 4};
-    d.neuron = {2, 4, 4};  // 1->2 concat, 2->4 concat, 4->4 identity
+    d.neuron = neuron;  // default: 1->2 concat, 2->4 concat, 4->4 identity
     d.axis_neuron = 2;
     d.type_one_side = tos;
     d.resnet_dt = resnet_dt;
@@ -206,8 +206,11 @@ TEST_CASE_TEMPLATE_DEFINE("network block passes in row chunks equal the per-net 
   using Mem = dpk::memory_space_t<Space>;
   using Scalar = double;
   using M = dpk::MatrixView<Scalar, Mem>;
-  for (bool resnet_dt : {false, true}) {
-    TestNet net(false, resnet_dt);  // four embedding nets
+  // Wide: a 72 x 72 layer, so that a weight tensor spans several of the runs in which the
+  // later blocks' gradients are added (NetworkFamily::slab_run_length, 4096 elements).
+  for (int variant = 0; variant < 3; ++variant) {
+    bool const resnet_dt = variant > 0, wide = variant == 2;
+    TestNet net(false, resnet_dt, wide ? std::vector<int>{2, 4, 72, 72} : std::vector<int>{2, 4, 4});  // four nets
     auto const& shapes = net.layout.embedding_shapes;
     auto const& offsets = net.layout.embedding_offsets;
     int const n_in = shapes.front().n_in, n_out = shapes.back().n_out;
@@ -271,6 +274,7 @@ TEST_CASE_TEMPLATE_DEFINE("network block passes in row chunks equal the per-net 
       for (bool unit : {false, true})
         for (int chunk : {1, 7, 1000}) {
           CAPTURE(resnet_dt);
+          CAPTURE(wide);
           CAPTURE(accumulate);
           CAPTURE(unit);
           CAPTURE(chunk);
