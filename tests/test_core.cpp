@@ -419,6 +419,8 @@ std::string vm_flags_at(void const* address) {
   }
   return "";
 }
+/// Whether the mapping that holds `at` has MADV_HUGEPAGE ("hg" in its VmFlags).
+bool advised(void const* at) { return vm_flags_at(at).find(" hg") != std::string::npos; }
 }  // namespace
 
 TEST_CASE("large host workspaces are advised huge pages unless DPK_HUGE_PAGES=0; a bad value is an error") {
@@ -428,20 +430,27 @@ TEST_CASE("large host workspaces are advised huge pages unless DPK_HUGE_PAGES=0;
     REQUIRE(p != MAP_FAILED);
     return static_cast<char*>(p);
   };
-  auto advised = [](char const* at) { return vm_flags_at(at).find(" hg") != std::string::npos; };
-  std::size_t const big = std::size_t(24) << 20, small = std::size_t(3) << 20;
+  std::size_t const huge = std::size_t(2) << 20;
+  std::size_t const big = std::size_t(24) << 20, small = huge * 3 / 4, mid = huge * 5 / 2;
   for (std::string const setting : {"", "1", "0"}) {
     CAPTURE(setting);
     ::setenv("DPK_HUGE_PAGES", setting.c_str(), 1);
     char* const a = fresh(big);
     char* const b = fresh(small);
+    char* const c = fresh(mid);
     dpk::detail::advise_huge_pages(a, big);
     dpk::detail::advise_huge_pages(b, small);
+    dpk::detail::advise_huge_pages(c, mid);
     REQUIRE(!vm_flags_at(a + big / 2).empty());
     CHECK(advised(a + big / 2) == (setting != "0"));
-    CHECK_FALSE(advised(b + small / 2));  // below 4 MiB: left alone
+    CHECK_FALSE(advised(b + small / 2));  // below 2 MiB: left alone
+    // From 2 MiB on, the whole 2 MiB pages inside the buffer (here one, wherever it starts).
+    auto const first = (reinterpret_cast<std::uintptr_t>(c) + huge - 1) & ~(huge - 1);
+    if (first + huge <= reinterpret_cast<std::uintptr_t>(c) + mid)
+      CHECK(advised(reinterpret_cast<char const*>(first + huge / 2)) == (setting != "0"));
     ::munmap(a, big);
     ::munmap(b, small);
+    ::munmap(c, mid);
   }
   ::unsetenv("DPK_HUGE_PAGES");
   // Through the workspace helpers: a large host View is advised (the default).
@@ -451,6 +460,36 @@ TEST_CASE("large host workspaces are advised huge pages unless DPK_HUGE_PAGES=0;
   ::setenv("DPK_HUGE_PAGES", "yes", 1);
   dpk::View1<double, Kokkos::HostSpace> w;
   CHECK_THROWS_WITH_AS(dpk::ensure_extent(w, big / sizeof(double)), doctest::Contains("DPK_HUGE_PAGES"), dpk::Error);
+  ::unsetenv("DPK_HUGE_PAGES");
+}
+
+TEST_CASE_TEMPLATE("zeroed_vector: n zeros under the label; from 2 MiB on they start on a 2 MiB page, advised huge", Scalar,
+                   double, float) {
+  std::size_t const huge = std::size_t(2) << 20;
+  // Small: a plain View. Large: 2.03 MiB-sized buffers as a float32 water model's parameters.
+  for (std::size_t const n : {std::size_t(1000), huge / sizeof(Scalar) + 7919, 2 * huge / sizeof(Scalar) + 15013}) {
+    for (std::string const setting : {"", "0"}) {
+      CAPTURE(n);
+      CAPTURE(setting);
+      ::setenv("DPK_HUGE_PAGES", setting.c_str(), 1);
+      // Memory the allocator may hand out again, dirtied first: the zeros must be written.
+      { dpk::View1<Scalar, Kokkos::HostSpace> dirty("dirty", n + huge / sizeof(Scalar)); Kokkos::deep_copy(dirty, Scalar(7)); }
+      auto const v = dpk::zeroed_vector<Scalar, Kokkos::HostSpace>("dpk::test::zeros", n);
+      CHECK(v.extent(0) == n);
+      CHECK(v.label() == "dpk::test::zeros");
+      std::size_t nonzero = 0;
+      for (std::size_t i = 0; i < n; ++i) nonzero += v(i) != Scalar(0);
+      CHECK(nonzero == 0);
+      for (std::size_t i = 0; i < n; ++i) v(i) = Scalar(i % 5);  // every element writable
+      CHECK(v(n - 1) == Scalar((n - 1) % 5));
+      bool const large = n * sizeof(Scalar) >= huge && setting != "0";
+      auto const at = reinterpret_cast<std::uintptr_t>(v.data());
+      if (large) {
+        CHECK(at % huge == 0);
+        CHECK(advised(reinterpret_cast<char const*>(at + huge / 2)));
+      }
+    }
+  }
   ::unsetenv("DPK_HUGE_PAGES");
 }
 #endif

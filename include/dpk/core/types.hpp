@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -62,14 +63,15 @@ namespace detail {
 inline bool huge_pages_wanted() { return env_switch("DPK_HUGE_PAGES", true); }
 
 /// Asks Linux to back the whole 2 MiB pages inside [data, data + bytes) with transparent huge
-/// pages (madvise(MADV_HUGEPAGE)) before anything touches them, for buffers of 4 MiB or more.
+/// pages (madvise(MADV_HUGEPAGE)) before anything touches them (buffers of 2 MiB or more: a
+/// float32 water model's 4.06 MB parameter, gradient and Adam buffers included).
 /// Where THP is in "madvise" mode (Debian's default) dpk's large workspaces would otherwise sit
 /// on 4 KiB pages, and the passes that stream them pay TLB misses (docs/tuning.md, "Huge
 /// pages"). Only a hint: failures and other systems change nothing.
 inline void advise_huge_pages(void* data, std::size_t bytes) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   constexpr std::uintptr_t huge = std::uintptr_t(2) << 20;
-  if (data == nullptr || bytes < 2 * huge || !huge_pages_wanted()) return;
+  if (data == nullptr || bytes < huge || !huge_pages_wanted()) return;
   std::uintptr_t const at = reinterpret_cast<std::uintptr_t>(data);
   std::uintptr_t const begin = (at + huge - 1) & ~(huge - 1), end = (at + bytes) & ~(huge - 1);
   if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
@@ -89,6 +91,31 @@ void reallocate(ViewType& view, std::string const& label, Extents... extents) {
     advise_huge_pages(view.data(), view.size() * sizeof(typename ViewType::value_type));
 }
 }  // namespace detail
+
+/// `n` zeros named `label`. In host memory of at least 2 MiB (with huge pages wanted,
+/// advise_huge_pages) they start on a 2 MiB boundary inside an allocation 2 MiB longer, and get
+/// huge pages before the zeros touch them: every full 2 MiB of them, where a plain View (whose
+/// data follows Kokkos' allocation header) would get none or one less, and whose constructor
+/// touches them first. For the buffers every training step streams whole: parameters, gradient
+/// and Adam's moments (a float32 water model's 4.06 MB each; docs/performance.md, "Twenty-sixth
+/// session").
+template <class Scalar, class MemorySpace>
+View1<Scalar, MemorySpace> zeroed_vector(std::string const& label, std::size_t n) {
+  constexpr std::size_t huge = std::size_t(2) << 20;
+  if constexpr (std::is_same_v<MemorySpace, Kokkos::HostSpace>) {
+    if (n * sizeof(Scalar) >= huge && huge % sizeof(Scalar) == 0 && detail::huge_pages_wanted()) {
+      std::size_t const pad = huge / sizeof(Scalar);
+      View1<Scalar, MemorySpace> whole(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n + pad);
+      std::uintptr_t const at = reinterpret_cast<std::uintptr_t>(whole.data());
+      std::size_t const skip = (((at + huge - 1) & ~(huge - 1)) - at) / sizeof(Scalar);
+      View1<Scalar, MemorySpace> const view = Kokkos::subview(whole, std::make_pair(skip, skip + n));
+      detail::advise_huge_pages(view.data(), n * sizeof(Scalar));
+      Kokkos::deep_copy(view, Scalar(0));
+      return view;
+    }
+  }
+  return View1<Scalar, MemorySpace>(label, n);  // zeros
+}
 
 /// Grows `view` to at least `extents` (never shrinks).
 /// Workspaces use this so that a training step allocates only when a larger frame arrives.

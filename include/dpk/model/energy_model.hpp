@@ -61,8 +61,8 @@ class EnergyModel {
       : descriptor_(descriptor), fitting_(fitting), ntypes_(checked_ntypes(descriptor, fitting, ntypes)),
         layout_(descriptor, fitting, ntypes), descriptor_stage_(descriptor, layout_, ntypes),
         fitting_stage_(layout_, ntypes, descriptor.neuron.back() * descriptor.axis_neuron) {
-    params_ = View1<Scalar, memory_space>("dpk::model::parameters", layout_.size);
-    grad_ = View1<Scalar, memory_space>("dpk::model::gradient", layout_.size);
+    params_ = zeroed_vector<Scalar, memory_space>("dpk::model::parameters", layout_.size);
+    grad_ = zeroed_vector<Scalar, memory_space>("dpk::model::gradient", layout_.size);
   }
 
   /// Hyperparameters.

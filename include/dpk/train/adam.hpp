@@ -58,8 +58,8 @@ class Adam {
   /// Zero moments for `size` parameters.
   explicit Adam(std::size_t size, AdamConfig config = {})
       : config_(config),
-        m_("dpk::train::adam::m", size),
-        v_("dpk::train::adam::v", size) {}
+        m_(zeroed_vector<Scalar, memory_space>("dpk::train::adam::m", size)),
+        v_(zeroed_vector<Scalar, memory_space>("dpk::train::adam::v", size)) {}
 
   /// Applies one update with learning rate `lr` (already scaled by workers) to `parameters`
   /// from `gradient`; both must have `size()` entries.
