@@ -466,7 +466,7 @@ TEST_CASE("large host workspaces are advised huge pages unless DPK_HUGE_PAGES=0;
 TEST_CASE_TEMPLATE("zeroed_vector: n zeros under the label; from 2 MiB on they start on a 2 MiB page, advised huge", Scalar,
                    double, float) {
   std::size_t const huge = std::size_t(2) << 20;
-  // Small: a plain View. Large: 2.03 MiB-sized buffers as a float32 water model's parameters.
+  // Small: a plain View. Large: just over 2 and 4 MiB (a float32 water model's buffers are 3.9 MiB).
   for (std::size_t const n : {std::size_t(1000), huge / sizeof(Scalar) + 7919, 2 * huge / sizeof(Scalar) + 15013}) {
     for (std::string const setting : {"", "0"}) {
       CAPTURE(n);
