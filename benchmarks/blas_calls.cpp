@@ -46,7 +46,8 @@ struct Total {
 struct Table {
   std::vector<Total> totals;
   std::size_t last = 0;
-  void add(Shape const& s, double seconds) {
+  /// Adds `calls` calls of shape `s` taking `seconds` in all (one call, or another table's total).
+  void add(Shape const& s, long calls, double seconds) {
     if (last >= totals.size() || !(totals[last].shape == s)) {
       auto const it = std::find_if(totals.begin(), totals.end(), [&s](Total const& t) { return t.shape == s; });
       if (it == totals.end()) {
@@ -56,7 +57,7 @@ struct Table {
         last = std::size_t(it - totals.begin());
       }
     }
-    totals[last].calls += 1;
+    totals[last].calls += calls;
     totals[last].seconds += seconds;
   }
 };
@@ -89,20 +90,13 @@ int beta_kind(Scalar const* beta) {
 /// The merged table, written when the library is unloaded (at exit).
 struct Report {
   ~Report() {
-    std::vector<Total> all;
+    Table merged;
     {
       std::lock_guard<std::mutex> lock(registry_mutex());
       for (Table const* t : registry())
-        for (Total const& x : t->totals) {
-          auto const it = std::find_if(all.begin(), all.end(), [&x](Total const& a) { return a.shape == x.shape; });
-          if (it == all.end()) {
-            all.push_back(x);
-          } else {
-            it->calls += x.calls;
-            it->seconds += x.seconds;
-          }
-        }
+        for (Total const& x : t->totals) merged.add(x.shape, x.calls, x.seconds);
     }
+    std::vector<Total>& all = merged.totals;
     std::sort(all.begin(), all.end(), [](Total const& a, Total const& b) { return a.seconds > b.seconds; });
     char const* path = std::getenv("DPK_BLAS_CALLS");
     bool const to_file = path != nullptr && *path != '\0';
@@ -161,7 +155,7 @@ void timed(Gemm<Scalar> real, char routine, char const* ta, char const* tb, int 
   auto const start = Clock::now();
   real(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   double const seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  my_table().add(Shape{routine, upper(ta), upper(tb), *m, *n, *k, beta_kind(beta)}, seconds);
+  my_table().add(Shape{routine, upper(ta), upper(tb), *m, *n, *k, beta_kind(beta)}, 1, seconds);
 }
 
 }  // namespace
