@@ -62,6 +62,13 @@ namespace detail {
 /// Whether large host buffers get MADV_HUGEPAGE: DPK_HUGE_PAGES unset or 1 (yes), 0 (no).
 inline bool huge_pages_wanted() { return env_switch("DPK_HUGE_PAGES", true); }
 
+/// Bytes of a transparent huge page (x86-64, and arm64 with 4 KiB base pages).
+inline constexpr std::size_t huge_page = std::size_t(2) << 20;
+/// The first huge-page boundary at or above the address `at`.
+inline constexpr std::uintptr_t huge_page_at_or_above(std::uintptr_t at) {
+  return (at + huge_page - 1) & ~std::uintptr_t(huge_page - 1);
+}
+
 /// Asks Linux to back the whole 2 MiB pages inside [data, data + bytes) with transparent huge
 /// pages (madvise(MADV_HUGEPAGE)) before anything touches them (buffers of 2 MiB or more: a
 /// float32 water model's 4.06 MB parameter, gradient and Adam buffers included).
@@ -70,10 +77,9 @@ inline bool huge_pages_wanted() { return env_switch("DPK_HUGE_PAGES", true); }
 /// pages"). Only a hint: failures and other systems change nothing.
 inline void advise_huge_pages(void* data, std::size_t bytes) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  constexpr std::uintptr_t huge = std::uintptr_t(2) << 20;
-  if (data == nullptr || bytes < huge || !huge_pages_wanted()) return;
+  if (data == nullptr || bytes < huge_page || !huge_pages_wanted()) return;
   std::uintptr_t const at = reinterpret_cast<std::uintptr_t>(data);
-  std::uintptr_t const begin = (at + huge - 1) & ~(huge - 1), end = (at + bytes) & ~(huge - 1);
+  std::uintptr_t const begin = huge_page_at_or_above(at), end = (at + bytes) & ~std::uintptr_t(huge_page - 1);
   if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
 #else
   (void)data;
@@ -101,13 +107,13 @@ void reallocate(ViewType& view, std::string const& label, Extents... extents) {
 /// session").
 template <class Scalar, class MemorySpace>
 View1<Scalar, MemorySpace> zeroed_vector(std::string const& label, std::size_t n) {
-  constexpr std::size_t huge = std::size_t(2) << 20;
+  using detail::huge_page;
   if constexpr (std::is_same_v<MemorySpace, Kokkos::HostSpace>) {
-    if (n * sizeof(Scalar) >= huge && huge % sizeof(Scalar) == 0 && detail::huge_pages_wanted()) {
-      std::size_t const pad = huge / sizeof(Scalar);
+    if (n * sizeof(Scalar) >= huge_page && huge_page % sizeof(Scalar) == 0 && detail::huge_pages_wanted()) {
+      std::size_t const pad = huge_page / sizeof(Scalar);
       View1<Scalar, MemorySpace> whole(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n + pad);
       std::uintptr_t const at = reinterpret_cast<std::uintptr_t>(whole.data());
-      std::size_t const skip = (((at + huge - 1) & ~(huge - 1)) - at) / sizeof(Scalar);
+      std::size_t const skip = (detail::huge_page_at_or_above(at) - at) / sizeof(Scalar);
       View1<Scalar, MemorySpace> const view = Kokkos::subview(whole, std::make_pair(skip, skip + n));
       detail::advise_huge_pages(view.data(), n * sizeof(Scalar));
       Kokkos::deep_copy(view, Scalar(0));
