@@ -197,6 +197,45 @@ TEST_CASE_TEMPLATE_DEFINE("threaded gemm (N,N), (N,T) and the split T,N reductio
 }
 TEST_CASE_TEMPLATE_APPLY(threaded_gemm, dpk_test::SpacesAndScalars);
 
+TEST_CASE_TEMPLATE("in-thread gemm_tn_sum equals plain loops, one-column A (summed in place) and wider", Scalar, double,
+                   float) {
+  // C = beta C + alpha (A0^T B0 + A1^T B1) in a host thread: a one-column A_p (bias gradients, a
+  // one-input layer's weights) takes detail::column_sums_in_thread, a wider one gemm.
+  using Host = Kokkos::View<Scalar**, Kokkos::LayoutRight, Kokkos::HostSpace>;
+  double const tol = sizeof(Scalar) == 8 ? 1e-13 : 2e-5;
+  auto value = [](int i, int j, int salt) { return Scalar(0.1 * ((i * 7 + j * 3 + salt) % 13) - 0.55); };
+  auto filled = [&](int rows, int cols, int salt) {
+    Host v("v", rows, cols);
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) v(i, j) = value(i, j, salt);
+    return v;
+  };
+  for (int const acols : {1, 3})
+    for (int const rows1 : {0, 37})
+      for (double const beta : {0.0, 1.0, -0.5})
+        for (double const alpha : {1.0, 0.25}) {
+          CAPTURE(acols);
+          CAPTURE(rows1);
+          CAPTURE(beta);
+          CAPTURE(alpha);
+          int const rows0 = 129, n = 35;
+          Host const a0 = filled(rows0, acols, 1), b0 = filled(rows0, n, 2), c0 = filled(acols, n, 5);
+          Host const a1 = rows1 > 0 ? filled(rows1, acols, 3) : Host(), b1 = rows1 > 0 ? filled(rows1, n, 4) : Host();
+          Host c("c", acols, n);
+          Kokkos::deep_copy(c, c0);
+          dpk::View1<Scalar, Kokkos::HostSpace> no_partials;
+          dpk::blas::gemm_tn_sum(dpk::InThread{}, Scalar(alpha), a0, b0, a1, b1, Scalar(beta), c, no_partials);
+          for (int i = 0; i < acols; ++i)
+            for (int j = 0; j < n; ++j) {
+              double sum = 0;
+              for (int r = 0; r < rows0; ++r) sum += double(a0(r, i)) * double(b0(r, j));
+              for (int r = 0; r < rows1; ++r) sum += double(a1(r, i)) * double(b1(r, j));
+              double const want = beta * double(c0(i, j)) + alpha * sum;
+              CHECK(double(c(i, j)) == doctest::Approx(want).epsilon(tol).scale(1.0));
+            }
+        }
+}
+
 TEST_CASE_TEMPLATE("in-thread gemm (host BLAS and KokkosBatched serial) equals plain loops for every op", Scalar, double,
                    float) {
   // The product a host thread makes on its own block: through the host BLAS (unit-stride rows)

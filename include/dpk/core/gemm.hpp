@@ -147,11 +147,41 @@ void gemm(ExecutionSpace const& space, const char* trans_a, const char* trans_b,
   }
 }
 
-/// gemm_tn_sum inside the calling host thread: C = beta C + alpha (A0^T B0 + A1^T B1).
+namespace detail {
+/// C (1 x n) = beta C + alpha (a0^T B0 + a1^T B1) for one-column A_p, in the calling host thread:
+/// each row of B_p, times its weight, added into C's row (a weighted column sum: bias gradients,
+/// and the weight gradient of a one-input layer). A BLAS call spent about as long on its overhead
+/// as on these few thousand terms (docs/performance.md, "Twenty-seventh session").
+template <class AView, class BView, class CView>
+void column_sums_in_thread(typename AView::const_value_type alpha, AView const& a0, BView const& b0, AView const& a1,
+                           BView const& b1, typename CView::const_value_type beta, CView const& c) {
+  using Scalar = typename CView::non_const_value_type;
+  int const n = int(c.extent(1));
+  if (beta == Scalar(0)) {
+    for (int j = 0; j < n; ++j) c(0, j) = Scalar(0);
+  } else if (beta != Scalar(1)) {
+    for (int j = 0; j < n; ++j) c(0, j) *= beta;
+  }
+  auto add = [&](AView const& a, BView const& b) {
+    for (int r = 0; r < int(a.extent(0)); ++r) {
+      Scalar const w = alpha * a(r, 0);
+      DPK_SIMD_LOOP
+      for (int j = 0; j < n; ++j) c(0, j) += w * b(r, j);
+    }
+  };
+  add(a0, b0);
+  add(a1, b1);
+}
+}  // namespace detail
+
+/// gemm_tn_sum inside the calling host thread: C = beta C + alpha (A0^T B0 + A1^T B1). One-column
+/// A_p (C of one row) are summed in place (detail::column_sums_in_thread), others through gemm.
 template <class AView, class BView, class CView>
 void gemm_tn_sum(InThread const& in_thread, typename AView::const_value_type alpha, AView const& a0, BView const& b0,
                  AView const& a1, BView const& b1, typename CView::const_value_type beta, CView const& c,
                  View1<typename CView::non_const_value_type, typename CView::memory_space> const&) {
+  if (c.extent(0) == 1 && a0.extent(1) == 1 && (a1.extent(0) == 0 || a1.extent(1) == 1))
+    return detail::column_sums_in_thread(alpha, a0, b0, a1, b1, beta, c);
   gemm(in_thread, "T", "N", alpha, a0, b0, beta, c);
   if (a1.extent(0) > 0) gemm(in_thread, "T", "N", alpha, a1, b1, typename CView::non_const_value_type(1), c);
 }
