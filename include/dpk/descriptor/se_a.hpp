@@ -746,19 +746,21 @@ void descriptor_cotangent_gemms(Scalar const* t, Scalar const* gd, int m1, int m
   blas::gemm(InThread{}, "N", "N", Scalar(1), t_i, gd_i, Scalar(1), Kokkos::subview(out_i, Kokkos::ALL(), first_m2));
 }
 
-/// descriptor_cotangent_gemms' result: where dpk's small-matrix kernel takes both products
-/// (blas::detail::small_gemm_takes) and m2 is one or two vectors, from descriptor_cotangent_tiles
-/// (one pass over gD, the same bits as the two blas::gemm calls, which transposed gD into a copy
-/// for the first), else from those two calls. `next_gd`: the next centre's gD, fetched meanwhile
-/// (or nullptr).
+/// descriptor_cotangent_gemms' result: where dpk's small-matrix kernels are compiled in (AVX-512
+/// or AVX2) and m2 <= m1 is one or two vectors, from descriptor_cotangent_tiles (one pass over gD;
+/// the same bits as the two blas::gemm calls where dpk's kernel takes those, which transposed gD
+/// into a copy for the first), whatever DPK_SMALL_GEMM gives the BLAS: against OpenBLAS' AVX-512
+/// kernels (by default the BLAS takes every product there) this pass took 118 instead of 217 us
+/// (float32) and 282 instead of 452 us (float64) per water frame (docs/performance.md,
+/// "Twenty-seventh session"). Else from those two calls. `next_gd`: the next centre's gD, fetched
+/// meanwhile (or nullptr).
 template <class Scalar>
 void descriptor_cotangent_centre(Scalar const* t, Scalar const* gd, int m1, int m2, bool accumulate, Scalar* out,
                                  Scalar const* next_gd = nullptr) {
 #if defined(DPK_HAS_SMALL_GEMM)
   if constexpr (std::is_same_v<Scalar, float> || std::is_same_v<Scalar, double>) {
     constexpr int lanes = blas::detail::Simd<Scalar>::lanes;
-    // Where dpk's kernel would take both products (their bits are the kernel's).
-    if (m2 <= m1 && blas::detail::small_gemm_takes(m1, m2) && blas::detail::small_gemm_takes(m2, m1)) {
+    if (m2 <= m1) {
       if (m2 == lanes) return descriptor_cotangent_tiles<Scalar, 1>(t, gd, m1, accumulate, out, next_gd);
       if (m2 == 2 * lanes) return descriptor_cotangent_tiles<Scalar, 2>(t, gd, m1, accumulate, out, next_gd);
     }
