@@ -138,8 +138,9 @@ class FittingStage {
  private:
   /// blocks_ for `threads` threads: one block per type on one thread (or a device); with several
   /// host threads each type's rows cut into blocks of at most ceil(rows / threads) rows, largest
-  /// first (the threads take them in turn, so the longest start first and the totals come out
-  /// even: 128 + 64 rows on 2 threads -> 96, 64, 32). Returns that largest block size.
+  /// first (each thread starts on its own range of consecutive blocks, nn::NetworkFamily::
+  /// for_each_chunk, so the totals come out even: 128 + 64 rows on 2 threads -> 96 | 64, 32).
+  /// Returns that largest block size.
   int cut_blocks(Layout const& layout, int threads) {
     int const total = layout.fit_rows;
     int const most = std::max(1, (total + threads - 1) / threads);

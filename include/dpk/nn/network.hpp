@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -66,9 +67,10 @@ class NetworkFamily {
     named_.assign(offsets_.size(), 0);
   }
 
-  /// On host spaces, the *_blocks passes hand the blocks out to the threads one at a time (a
-  /// thread that finishes early takes the next block: a core shared with another job slows the
-  /// pass by its share only) and run each block in chunks of `rows` rows through every layer
+  /// On host spaces, the *_blocks passes hand the blocks out to the threads one at a time, each
+  /// thread first from its own range of blocks, the same in every pass (a thread that finishes
+  /// early takes blocks from the others' ranges: a core shared with another job slows the pass by
+  /// its share only; see for_each_chunk) and run each block in chunks of `rows` rows through every layer
   /// (single-threaded GEMMs and elementwise loops), so a chunk's activations stay in cache
   /// between layers. Weight gradients are summed per block and the block sums added in block
   /// order: the result depends on the blocks, not on which thread ran which, so give these
@@ -646,9 +648,12 @@ class NetworkFamily {
   std::size_t scratch_start(int worker) const { return std::size_t(worker) * chunk_rows_ * width_max_; }
 
   /// Runs body(worker, block, net, r0, r1) on chunks of at most chunk_rows_ rows covering every
-  /// block: one worker per host thread (at most one per block) takes the next block not yet
-  /// taken until none is left (self-scheduling: a worker on a busy core takes fewer blocks) and
-  /// runs its chunks in row order. `worker` (0 .. concurrency - 1) names the scratch rows in use.
+  /// block, one worker per host thread (at most one per block). Each worker owns a home range of
+  /// consecutive blocks (the same in every pass for the same blocks and threads, so the rows a
+  /// thread wrote in one pass are the rows it reads in the next, from its own caches) and takes
+  /// its next untaken block there; once its range is done it takes untaken blocks from the other
+  /// workers' ranges (self-scheduling: a worker on a busy core takes fewer blocks). Chunks run in
+  /// row order. `worker` (0 .. concurrency - 1) names the scratch rows in use.
   template <class Body>
   void for_each_chunk(ExecutionSpace const& space, std::vector<RowBlock> const& blocks, char const* label,
                       Body const& body) {
@@ -659,19 +664,39 @@ class NetworkFamily {
     int const chunk = chunk_rows_;
     require(gz_.extent(0) >= std::size_t(threads) * chunk * width_max_,
             "nn::NetworkFamily: call reserve() after set_host_chunk_rows()");
+    if (home_range_count_ < workers) {
+      home_ranges_.reset(new HomeRange[workers]);
+      home_range_count_ = workers;
+    }
+    HomeRange* const ranges = home_ranges_.get();
+    for (int w = 0; w < workers; ++w) {
+      ranges[w].next.store(int(std::int64_t(nblocks) * w / workers), std::memory_order_relaxed);
+      ranges[w].end = int(std::int64_t(nblocks) * (w + 1) / workers);
+    }
     RowBlock const* first = blocks.data();
-    std::atomic<int> next{0};
     space.fence();
     Kokkos::parallel_for(
         label, Kokkos::RangePolicy<ExecutionSpace>(space, 0, workers).set_chunk_size(1), [&](int const worker) {
-          for (int k = next.fetch_add(1, std::memory_order_relaxed); k < nblocks;
-               k = next.fetch_add(1, std::memory_order_relaxed)) {
-            RowBlock const& b = first[k];
-            for (int r0 = b.begin; r0 < b.end; r0 += chunk) body(worker, k, b.net, r0, std::min(b.end, r0 + chunk));
+          for (int v = 0; v < workers; ++v) {  // the home range first, then the others in turn
+            HomeRange& range = ranges[(worker + v) % workers];
+            for (int k = range.next.fetch_add(1, std::memory_order_relaxed); k < range.end;
+                 k = range.next.fetch_add(1, std::memory_order_relaxed)) {
+              RowBlock const& b = first[k];
+              for (int r0 = b.begin; r0 < b.end; r0 += chunk) body(worker, k, b.net, r0, std::min(b.end, r0 + chunk));
+            }
           }
         });
     space.fence();
   }
+
+  /// A worker's home range of blocks in for_each_chunk: the next untaken block and the end, on a
+  /// cache line of its own (every worker that steals from the range counts on `next`).
+  struct alignas(64) HomeRange {
+    std::atomic<int> next{0};
+    int end = 0;
+  };
+  std::unique_ptr<HomeRange[]> home_ranges_;  ///< for_each_chunk's ranges, one per worker
+  int home_range_count_ = 0;                  ///< workers home_ranges_ has room for
 
   /// Gradient buffers of the chunked reverse pass: `blocks` slabs (at least one per host thread)
   /// for the blocks that are not their net's first, each holding every net's tensors (compact
