@@ -20,6 +20,11 @@
 #include <type_traits>
 #include <vector>
 
+// A family stays copyable, as before for_each_chunk kept home ranges (a model or potential that
+// holds one by value can be copied): a copy makes that scratch afresh.
+static_assert(std::is_copy_constructible_v<dpk::nn::NetworkFamily<double, Kokkos::DefaultHostExecutionSpace>> &&
+              std::is_copy_assignable_v<dpk::nn::NetworkFamily<double, Kokkos::DefaultHostExecutionSpace>>);
+
 namespace {
 
 // Plain-loop oracle of one net (SPEC.md sections 4-5), on the host in double.

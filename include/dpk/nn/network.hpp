@@ -70,10 +70,10 @@ class NetworkFamily {
   /// On host spaces, the *_blocks passes hand the blocks out to the threads one at a time, each
   /// thread first from its own range of blocks, the same in every pass (a thread that finishes
   /// early takes blocks from the others' ranges: a core shared with another job slows the pass by
-  /// its share only; see for_each_chunk) and run each block in chunks of `rows` rows through every layer
-  /// (single-threaded GEMMs and elementwise loops), so a chunk's activations stay in cache
-  /// between layers. Weight gradients are summed per block and the block sums added in block
-  /// order: the result depends on the blocks, not on which thread ran which, so give these
+  /// its share only; see for_each_chunk) and run each block in chunks of `rows` rows through
+  /// every layer (single-threaded GEMMs and elementwise loops), so a chunk's activations stay in
+  /// cache between layers. Weight gradients are summed per block and the block sums added in
+  /// block order: the result depends on the blocks, not on which thread ran which, so give these
   /// passes a few blocks per thread (the descriptor's embedding_parts), or one block per thread
   /// of rows a chunk each (the fitting nets, FittingStage::reserve). 0 (the default) runs each
   /// layer over all rows of a net at once, the GEMMs split over the threads (the fitting nets
@@ -664,11 +664,11 @@ class NetworkFamily {
     int const chunk = chunk_rows_;
     require(gz_.extent(0) >= std::size_t(threads) * chunk * width_max_,
             "nn::NetworkFamily: call reserve() after set_host_chunk_rows()");
-    if (home_range_count_ < workers) {
-      home_ranges_.reset(new HomeRange[workers]);
-      home_range_count_ = workers;
+    if (home_ranges_.count < workers) {
+      home_ranges_.ranges.reset(new HomeRange[workers]);
+      home_ranges_.count = workers;
     }
-    HomeRange* const ranges = home_ranges_.get();
+    HomeRange* const ranges = home_ranges_.ranges.get();
     for (int w = 0; w < workers; ++w) {
       ranges[w].next.store(int(std::int64_t(nblocks) * w / workers), std::memory_order_relaxed);
       ranges[w].end = int(std::int64_t(nblocks) * (w + 1) / workers);
@@ -695,8 +695,18 @@ class NetworkFamily {
     std::atomic<int> next{0};
     int end = 0;
   };
-  std::unique_ptr<HomeRange[]> home_ranges_;  ///< for_each_chunk's ranges, one per worker
-  int home_range_count_ = 0;                  ///< workers home_ranges_ has room for
+  /// for_each_chunk's ranges, one per worker: scratch that a copy of the family does not share
+  /// (it makes its own at its first pass).
+  struct HomeRanges {
+    std::unique_ptr<HomeRange[]> ranges;
+    int count = 0;  ///< workers `ranges` has room for
+    HomeRanges() = default;
+    HomeRanges(HomeRanges const&) {}
+    HomeRanges(HomeRanges&&) = default;
+    HomeRanges& operator=(HomeRanges const&) { return *this; }
+    HomeRanges& operator=(HomeRanges&&) = default;
+  };
+  HomeRanges home_ranges_;
 
   /// Gradient buffers of the chunked reverse pass: `blocks` slabs (at least one per host thread)
   /// for the blocks that are not their net's first, each holding every net's tensors (compact
