@@ -13,7 +13,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -664,11 +663,8 @@ class NetworkFamily {
     int const chunk = chunk_rows_;
     require(gz_.extent(0) >= std::size_t(threads) * chunk * width_max_,
             "nn::NetworkFamily: call reserve() after set_host_chunk_rows()");
-    if (home_ranges_.count < workers) {
-      home_ranges_.ranges.reset(new HomeRange[workers]);
-      home_ranges_.count = workers;
-    }
-    HomeRange* const ranges = home_ranges_.ranges.get();
+    if (home_ranges_.size() < std::size_t(workers)) home_ranges_.resize(workers);
+    HomeRange* const ranges = home_ranges_.data();
     for (int w = 0; w < workers; ++w) {
       ranges[w].next.store(int(std::int64_t(nblocks) * w / workers), std::memory_order_relaxed);
       ranges[w].end = int(std::int64_t(nblocks) * (w + 1) / workers);
@@ -690,23 +686,16 @@ class NetworkFamily {
   }
 
   /// A worker's home range of blocks in for_each_chunk: the next untaken block and the end, on a
-  /// cache line of its own (every worker that steals from the range counts on `next`).
+  /// cache line of its own (every worker that steals from the range counts on `next`). Scratch
+  /// that every pass sets: a copy starts empty (so a family stays copyable).
   struct alignas(64) HomeRange {
     std::atomic<int> next{0};
     int end = 0;
+    HomeRange() = default;
+    HomeRange(HomeRange const&) {}
+    HomeRange& operator=(HomeRange const&) { return *this; }
   };
-  /// for_each_chunk's ranges, one per worker: scratch that a copy of the family does not share
-  /// (it makes its own at its first pass).
-  struct HomeRanges {
-    std::unique_ptr<HomeRange[]> ranges;
-    int count = 0;  ///< workers `ranges` has room for
-    HomeRanges() = default;
-    HomeRanges(HomeRanges const&) {}
-    HomeRanges(HomeRanges&&) = default;
-    HomeRanges& operator=(HomeRanges const&) { return *this; }
-    HomeRanges& operator=(HomeRanges&&) = default;
-  };
-  HomeRanges home_ranges_;
+  std::vector<HomeRange> home_ranges_;  ///< for_each_chunk's ranges, one per worker
 
   /// Gradient buffers of the chunked reverse pass: `blocks` slabs (at least one per host thread)
   /// for the blocks that are not their net's first, each holding every net's tensors (compact
