@@ -210,15 +210,19 @@ TEST_CASE_TEMPLATE("in-thread gemm_tn_sum equals plain loops, one-column A (summ
       for (int j = 0; j < cols; ++j) v(i, j) = value(i, j, salt);
     return v;
   };
+  // n: one group of vectors with a partial last one (35), several full groups and a partial
+  // one (150 floats: 128 + 22; 150 doubles: 64 + 64 + 22), a water layer's width (100).
   for (int const acols : {1, 3})
+    for (int const n : {35, 100, 150})
     for (int const rows1 : {0, 37})
       for (double const beta : {0.0, 1.0, -0.5})
         for (double const alpha : {1.0, 0.25}) {
           CAPTURE(acols);
+          CAPTURE(n);
           CAPTURE(rows1);
           CAPTURE(beta);
           CAPTURE(alpha);
-          int const rows0 = 129, n = 35;
+          int const rows0 = 129;
           Host const a0 = filled(rows0, acols, 1), b0 = filled(rows0, n, 2), c0 = filled(acols, n, 5);
           Host const a1 = rows1 > 0 ? filled(rows1, acols, 3) : Host(), b1 = rows1 > 0 ? filled(rows1, n, 4) : Host();
           Host c("c", acols, n);
