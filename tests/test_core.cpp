@@ -7,9 +7,11 @@
 #include <dpk/core/compat.hpp>
 #include <dpk/core/env_switch.hpp>
 #include <dpk/core/gemm.hpp>
+#include <dpk/core/home_ranges.hpp>
 #include <dpk/core/types.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -420,6 +422,30 @@ TEST_CASE("column blocks of a split product cover every column once, on multiple
   // The fitting nets' 240 columns at 2 threads: 7 and 8 groups of 16.
   CHECK(dpk::blas::detail::block_columns(240, 2, 0) == std::pair<std::size_t, std::size_t>{0, 112});
   CHECK(dpk::blas::detail::block_columns(240, 2, 1) == std::pair<std::size_t, std::size_t>{112, 240});
+}
+
+TEST_CASE("home ranges run every item once, on workers below the thread count, again after a copy") {
+  // Which worker runs an item depends on timing (a busy thread's items go to the others), so
+  // only the covering is checked: each item exactly once, worker ids in range, per run.
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  Host const space;
+  int const threads = std::max(1, int(space.concurrency()));
+  dpk::HomeRanges ranges;
+  for (int const items : {0, 1, 2, 3, 7, 64, 129}) {
+    CAPTURE(items);
+    for (int pass = 0; pass < 2; ++pass) {
+      std::vector<std::atomic<int>> runs(std::size_t(items) + 1);
+      std::atomic<int> bad_worker{0};
+      dpk::HomeRanges copy = ranges;  // a copy schedules afresh
+      dpk::HomeRanges& use = pass == 0 ? ranges : copy;
+      use.run(space, "test_home_ranges", items, [&](int const worker, int const item) {
+        if (worker < 0 || worker >= std::min(threads, items)) bad_worker.fetch_add(1);
+        runs[std::size_t(item)].fetch_add(1);
+      });
+      CHECK(bad_worker.load() == 0);
+      for (int i = 0; i < items; ++i) CHECK(runs[std::size_t(i)].load() == 1);
+    }
+  }
 }
 
 TEST_CASE("accessibility trait of the entry points' static_asserts") {

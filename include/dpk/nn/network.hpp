@@ -5,6 +5,7 @@
 
 #include <dpk/core/error.hpp>
 #include <dpk/core/for_each.hpp>
+#include <dpk/core/home_ranges.hpp>
 #include <dpk/core/types.hpp>
 #include <dpk/nn/layer.hpp>
 
@@ -658,44 +659,18 @@ class NetworkFamily {
                       Body const& body) {
     int const nblocks = static_cast<int>(blocks.size());
     int const threads = std::max(1, static_cast<int>(space.concurrency()));
-    int const workers = std::min(threads, nblocks);
-    if (workers == 0) return;
+    if (nblocks == 0) return;
     int const chunk = chunk_rows_;
     require(gz_.extent(0) >= std::size_t(threads) * chunk * width_max_,
             "nn::NetworkFamily: call reserve() after set_host_chunk_rows()");
-    if (home_ranges_.size() < std::size_t(workers)) home_ranges_.resize(workers);
-    HomeRange* const ranges = home_ranges_.data();
-    for (int w = 0; w < workers; ++w) {
-      ranges[w].next.store(int(std::int64_t(nblocks) * w / workers), std::memory_order_relaxed);
-      ranges[w].end = int(std::int64_t(nblocks) * (w + 1) / workers);
-    }
     RowBlock const* first = blocks.data();
-    space.fence();
-    Kokkos::parallel_for(
-        label, Kokkos::RangePolicy<ExecutionSpace>(space, 0, workers).set_chunk_size(1), [&](int const worker) {
-          for (int v = 0; v < workers; ++v) {  // the home range first, then the others in turn
-            HomeRange& range = ranges[(worker + v) % workers];
-            for (int k = range.next.fetch_add(1, std::memory_order_relaxed); k < range.end;
-                 k = range.next.fetch_add(1, std::memory_order_relaxed)) {
-              RowBlock const& b = first[k];
-              for (int r0 = b.begin; r0 < b.end; r0 += chunk) body(worker, k, b.net, r0, std::min(b.end, r0 + chunk));
-            }
-          }
-        });
-    space.fence();
+    home_ranges_.run(space, label, nblocks, [&](int const worker, int const k) {
+      RowBlock const& b = first[k];
+      for (int r0 = b.begin; r0 < b.end; r0 += chunk) body(worker, k, b.net, r0, std::min(b.end, r0 + chunk));
+    });
   }
 
-  /// A worker's home range of blocks in for_each_chunk: the next untaken block and the end, on a
-  /// cache line of its own (every worker that steals from the range counts on `next`). Scratch
-  /// that every pass sets: a copy starts empty (so a family stays copyable).
-  struct alignas(64) HomeRange {
-    std::atomic<int> next{0};
-    int end = 0;
-    HomeRange() = default;
-    HomeRange(HomeRange const&) {}
-    HomeRange& operator=(HomeRange const&) { return *this; }
-  };
-  std::vector<HomeRange> home_ranges_;  ///< for_each_chunk's ranges, one per worker
+  HomeRanges home_ranges_;  ///< for_each_chunk's schedule
 
   /// Gradient buffers of the chunked reverse pass: `blocks` slabs (at least one per host thread)
   /// for the blocks that are not their net's first, each holding every net's tensors (compact
