@@ -8,6 +8,7 @@
 #include <dpk/core/env_switch.hpp>
 #include <dpk/core/gemm.hpp>
 #include <dpk/core/home_ranges.hpp>
+#include <dpk/core/nontemporal.hpp>
 #include <dpk/core/types.hpp>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -446,6 +448,27 @@ TEST_CASE("home ranges run every item once, on workers below the thread count, a
       for (int i = 0; i < items; ++i) CHECK(runs[std::size_t(i)].load() == 1);
     }
   }
+}
+
+TEST_CASE_TEMPLATE("copy_streaming copies the bits, from any alignment, of any length", Scalar, double, float) {
+  // Streaming stores for the aligned body, plain ones for the head and tail: every offset of the
+  // target within a 64-byte line and lengths around the vector sizes; neighbours stay untouched.
+  std::vector<Scalar> src(300), dst(340);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = Scalar(std::sin(0.37 * double(i) + 0.1)) * Scalar(1e3);
+  src[5] = -Scalar(0);
+  for (std::size_t offset = 0; offset < 17; ++offset)
+    for (std::size_t const n : {std::size_t(0), std::size_t(1), std::size_t(3), std::size_t(8), std::size_t(15),
+                                std::size_t(16), std::size_t(17), std::size_t(64), std::size_t(255), std::size_t(300)}) {
+      CAPTURE(offset);
+      CAPTURE(n);
+      std::fill(dst.begin(), dst.end(), Scalar(-7));
+      dpk::copy_streaming(dst.data() + offset, src.data(), n);
+      CHECK(std::memcmp(dst.data() + offset, src.data(), n * sizeof(Scalar)) == 0);
+      bool untouched = true;
+      for (std::size_t i = 0; i < dst.size(); ++i)
+        if ((i < offset || i >= offset + n) && dst[i] != Scalar(-7)) untouched = false;
+      CHECK(untouched);
+    }
 }
 
 TEST_CASE("accessibility trait of the entry points' static_asserts") {

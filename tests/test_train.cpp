@@ -201,6 +201,36 @@ TEST_CASE_TEMPLATE("Adam matches a hand-written reference (TensorFlow form)", Sc
   CHECK(contains(error_of([&] { adam.step(Space(), wrong, grad, lr); }), "Adam::step"));
 }
 
+TEST_CASE_TEMPLATE("Adam on the host over several blocks matches a double reference with plain and streaming stores", Scalar, double,
+                   float) {
+  // With several host threads step() writes the parameters with plain or streaming stores,
+  // whichever was faster (the first two steps use one each), a tile of 512 at a time within
+  // blocks of 8192: 3 blocks and a partial one, 20 steps, against a reference in double.
+  using Space = Kokkos::DefaultHostExecutionSpace;
+  std::size_t const n = 3 * 8192 + 700;
+  dpk::View1<Scalar, Kokkos::HostSpace> params("dpk::test::params", n), grad("dpk::test::grad", n);
+  std::vector<double> theta(n), m(n, 0.0), v(n, 0.0);
+  for (std::size_t i = 0; i < n; ++i) theta[i] = params(i) = Scalar(std::cos(0.001 * double(i)));
+  dpk::Adam<Scalar, Space> adam(n);
+  double const lr = 1e-3, b1 = 0.9, b2 = 0.999, eps = 1e-8;
+  for (int t = 1; t <= 20; ++t) {
+    for (std::size_t i = 0; i < n; ++i) grad(i) = Scalar(std::sin(0.01 * double(i) * t + t));
+    adam.step(Space(), params, grad, lr);
+    double const lr_t = lr * std::sqrt(1 - std::pow(b2, t)) / (1 - std::pow(b1, t));
+    for (std::size_t i = 0; i < n; ++i) {
+      double const g = double(grad(i));
+      m[i] = b1 * m[i] + (1 - b1) * g;
+      v[i] = b2 * v[i] + (1 - b2) * g * g;
+      theta[i] -= lr_t * m[i] / (std::sqrt(v[i]) + eps);
+    }
+  }
+  double const tol = std::is_same_v<Scalar, double> ? 1e-12 : 2e-5;
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (std::fabs(double(params(i)) - theta[i]) > tol * (1 + std::fabs(theta[i]))) ++bad;
+  CHECK(bad == 0);
+}
+
 TEST_CASE("energy bias: min-norm least squares equals numpy.linalg.lstsq") {
   SUBCASE("water, rank deficient: every frame has 64 O and 128 H") {
     // energy.npy of data_0/set.000, frames 0-9 (float32 values, exactly representable).

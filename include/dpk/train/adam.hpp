@@ -16,8 +16,11 @@
 #include <dpk/core/compat.hpp>
 #include <dpk/core/error.hpp>
 #include <dpk/core/for_each.hpp>
+#include <dpk/core/home_ranges.hpp>
+#include <dpk/core/nontemporal.hpp>
 #include <dpk/core/types.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -83,19 +86,45 @@ class Adam {
     if constexpr (host_schedule_v<ExecutionSpace>) {
       // Blocks of plain loops over raw pointers: they vectorise (where the compiler may inline
       // sqrt without errno, e.g. GCC with -fno-math-errno as in dpk's presets), while a
-      // RangePolicy body reloads the views' pointers for every element.
-      constexpr std::size_t block = 8192;
+      // RangePolicy body reloads the views' pointers for every element. With several threads
+      // (docs/performance.md, "Twenty-eighth session") each keeps its home range of blocks from
+      // step to step (HomeRanges), so its m and v stay in its own caches, and the new parameters,
+      // which every thread has read in the step, go out through plain or streaming stores (a
+      // tile at a time, copy_streaming), whichever took less time when last used: with the
+      // threads on far-apart cores plain stores wait for the other copies' invalidation line by
+      // line (1.0-1.6 against 0.45 ms per float32 water step), with close ones streaming stores
+      // cost more (0.6 against 0.2-0.4 ms). The other kind is re-timed every 16th step. Both
+      // give the same bits.
+      constexpr std::size_t block = 8192, tile = 512;
       Scalar* const p = parameters.data();
       Scalar* const mp = m.data();
       Scalar* const vp = v.data();
       Scalar const* const gp = gradient.data();
-      Kokkos::parallel_for(
-          "dpk::train::adam::step", DynamicRangePolicy<ExecutionSpace>(space, 0, (n + block - 1) / block),
-          [=](std::size_t const k) {
-            std::size_t const end = (k + 1) * block < n ? (k + 1) * block : n;
-            DPK_SIMD_LOOP
-            for (std::size_t i = k * block; i < end; ++i) update(gp[i], mp[i], vp[i], p[i]);
-          });
+      bool const threads = space.concurrency() > 1;  // one thread: plain stores, data stays cached
+      bool const stream = threads && (step_ % 16 == 0 ? !stream_faster_ : stream_faster_);
+      auto const start = std::chrono::steady_clock::now();
+      home_ranges_.run(space, "dpk::train::adam::step", int((n + block - 1) / block), [=](int, int const k) {
+        std::size_t const begin = std::size_t(k) * block, end = begin + block < n ? begin + block : n;
+        if (!stream) {
+          DPK_SIMD_LOOP
+          for (std::size_t i = begin; i < end; ++i) update(gp[i], mp[i], vp[i], p[i]);
+          return;
+        }
+        alignas(64) Scalar theta[tile];
+        for (std::size_t t0 = begin; t0 < end; t0 += tile) {
+          std::size_t const count = end - t0 < tile ? end - t0 : tile;
+          DPK_SIMD_LOOP
+          for (std::size_t j = 0; j < count; ++j) {
+            theta[j] = p[t0 + j];
+            update(gp[t0 + j], mp[t0 + j], vp[t0 + j], theta[j]);
+          }
+          copy_streaming(p + t0, theta, count);
+        }
+      });
+      if (threads) {
+        seconds_[stream ? 1 : 0] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        stream_faster_ = seconds_[1] < seconds_[0];  // an untimed kind (0) is tried next
+      }
     } else {
       Kokkos::parallel_for(
           "dpk::train::adam::step", Kokkos::RangePolicy<ExecutionSpace>(space, 0, n),
@@ -138,6 +167,9 @@ class Adam {
   View1<Scalar, memory_space> m_;
   View1<Scalar, memory_space> v_;
   long step_ = 0;
+  HomeRanges home_ranges_;  ///< the host schedule of step() with several threads
+  bool stream_faster_ = false;                    ///< streaming stores took less time when last timed
+  double seconds_[2] = {0, 0};                    ///< host step() time with plain / streaming stores
 };
 
 }  // namespace dpk
