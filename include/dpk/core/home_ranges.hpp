@@ -9,15 +9,14 @@
 /// every line one thread wrote and another then reads crosses between them. A dynamic schedule
 /// hands the same item to either thread, pass after pass; home ranges hand it to the same one
 /// on a quiet node, and a thread on a busy core still gets fewer items. Used by the chunked
-/// passes of nn::NetworkFamily (whose rows one pass writes and the next reads); Adam's update,
-/// which only streams, measured no better with it (docs/performance.md, "Twenty-eighth session").
-
-#include <dpk/core/for_each.hpp>
+/// passes of nn::NetworkFamily (whose rows one pass writes and the next reads) and by Adam's
+/// host update (each thread's m and v stay in its caches from step to step).
 
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
