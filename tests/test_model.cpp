@@ -438,6 +438,85 @@ TEST_CASE("the loss gradient repeats bit for bit, also after a batch of another 
   CHECK(model.gradient_host() == first);
 }
 
+// Kept batch setups (model/batch_setup_cache.hpp): a keyed prepare of a frame met before reuses
+// its neighbour list, environment matrix and row layout; the result must be the one a fresh
+// build gives, bit for bit, whatever was prepared in between.
+TEST_CASE("kept batch setups: a frame prepared again by key gives the same gradient bit for bit") {
+  SmallSystem a_sys(2, 40, 1, 13), b_sys(2, 40, 1, 17), big_sys(2, 20, 3, 19);
+  SmallProblem p(a_sys, 2, false, true, 5, 3);
+  auto& model = p.model;  // named references: CUDA's lambdas may not capture structured bindings
+  auto& frames_a = p.frames;
+  auto& labels = p.labels;
+  auto frames_b = make_frames<double>(b_sys.coord, b_sys.box, b_sys.types, b_sys.nframes);
+  auto frames_big = make_frames<double>(big_sys.coord, big_sys.box, big_sys.types, big_sys.nframes);
+  auto labels_big = random_labels<double>(big_sys.nframes, big_sys.nframes * big_sys.natoms, true, 4);
+  dpk::EnerLoss<double, Space> loss;
+  dpk::LossPrefactors pref{1, 1, 1};
+  // References: fresh builds (prepare without a key), and the dropped neighbours they count.
+  long const dropped0 = model.neighbors_dropped();
+  loss.loss_and_gradient(Space(), model, frames_a, labels, pref);
+  auto const grad_a = model.gradient_host();
+  long const dropped_a = model.neighbors_dropped() - dropped0;
+  loss.loss_and_gradient(Space(), model, frames_b, labels, pref);
+  auto const grad_b = model.gradient_host();
+  CHECK(model.kept_setups().size() == 0);
+  auto keyed = [&](dpk::Frames<double, Mem> const& frames, std::uint64_t key) {
+    model.prepare(Space(), frames, key);
+    loss.loss_and_gradient_prepared(Space(), model, labels, pref);
+    return model.gradient_host();
+  };
+  CHECK(keyed(frames_a, 1) == grad_a);  // built and kept
+  CHECK(keyed(frames_b, 2) == grad_b);  // built into the workspace's own Views, kept
+  CHECK(model.kept_setups().size() == 2);
+  CHECK(model.kept_setups().hits() == 0);
+  long const before_hit = model.neighbors_dropped();
+  CHECK(keyed(frames_a, 1) == grad_a);  // kept setup
+  CHECK(model.neighbors_dropped() - before_hit == dropped_a);  // counted as if searched
+  // A batch of another size without a key (and its larger Views) between two uses.
+  loss.loss_and_gradient(Space(), model, frames_big, labels_big, pref);
+  CHECK(keyed(frames_b, 2) == grad_b);
+  CHECK(keyed(frames_a, 1) == grad_a);
+  CHECK(model.kept_setups().hits() == 3);
+  CHECK(model.kept_setups().misses() == 2);
+  CHECK(model.kept_setups().bytes() > 0);
+  CHECK(model.kept_setups().bytes() <= model.kept_setups().budget());
+  // New statistics change every environment matrix: the kept setups are dropped.
+  std::vector<double> avg = model.statistics_avg(), sd = model.statistics_std();
+  for (double& x : sd) x *= 1.25;
+  model.set_statistics(avg, sd);
+  CHECK(model.kept_setups().size() == 0);
+  loss.loss_and_gradient(Space(), model, frames_a, labels, pref);
+  auto const grad_a2 = model.gradient_host();
+  CHECK(grad_a2 != grad_a);
+  CHECK(keyed(frames_a, 1) == grad_a2);
+  CHECK(keyed(frames_a, 1) == grad_a2);
+  CHECK(model.kept_setups().size() == 1);
+}
+
+TEST_CASE("kept batch setups: the byte budget, and DPK_SETUP_CACHE_MB") {
+  SmallProblem p(SmallSystem(2, 40, 1, 13), 2, true, false, 5, 3);
+  auto& [model, frames, labels] = p;
+  dpk::EnerLoss<double, Space> loss;
+  dpk::LossPrefactors pref{1, 1, 1};
+  loss.loss_and_gradient(Space(), model, frames, labels, pref);
+  auto const reference = model.gradient_host();
+  model.set_kept_setup_budget(0);  // keeps nothing, changes nothing else
+  for (int k = 0; k < 2; ++k) {
+    model.prepare(Space(), frames, 7);
+    loss.loss_and_gradient_prepared(Space(), model, labels, pref);
+    CHECK(model.gradient_host() == reference);
+  }
+  CHECK(model.kept_setups().size() == 0);
+  CHECK(model.kept_setups().bytes() == 0);
+  ::setenv("DPK_SETUP_CACHE_MB", "3", 1);
+  using Cache = dpk::BatchSetupCache<double, Space>;
+  CHECK(Cache().budget() == (std::size_t(3) << 20));
+  ::setenv("DPK_SETUP_CACHE_MB", "lots", 1);
+  CHECK_THROWS_WITH_AS(Cache(), doctest::Contains("DPK_SETUP_CACHE_MB"), dpk::Error);
+  ::unsetenv("DPK_SETUP_CACHE_MB");
+  CHECK(Cache().budget() == (std::size_t(1024) << 20));
+}
+
 TEST_CASE("the embedding chunk size and unit tangents change results only by rounding; bad settings are errors") {
   SmallProblem p(SmallSystem(3, 30, 2, 19), 3, false, true, 3, 5);
   auto& [model, frames, labels] = p;

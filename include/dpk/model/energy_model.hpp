@@ -22,6 +22,7 @@
 #include <dpk/descriptor/force_virial.hpp>
 #include <dpk/descriptor/statistics.hpp>
 #include <dpk/model/batch_layout.hpp>
+#include <dpk/model/batch_setup_cache.hpp>
 #include <dpk/model/config.hpp>
 #include <dpk/model/descriptor_stage.hpp>
 #include <dpk/model/fitting_stage.hpp>
@@ -97,6 +98,7 @@ class EnergyModel {
   /// over the slots of each type block, as DeePMD-kit's statistics are.
   void set_statistics(std::vector<double> const& avg, std::vector<double> const& std_dev) {
     descriptor_stage_.set_statistics(avg, std_dev);
+    forget_setups();
   }
   std::vector<double> const& statistics_avg() const { return descriptor_stage_.statistics_avg(); }
   std::vector<double> const& statistics_std() const { return descriptor_stage_.statistics_std(); }
@@ -120,6 +122,7 @@ class EnergyModel {
   /// coincident atoms as prepare() does).
   EnvironmentMatrix<Scalar, memory_space> const& raw_environment(ExecutionSpace const& space,
                                                                  Frames<Scalar, memory_space> const& frames) {
+    own_setup();
     neighbors(space, frames);
     descriptor_stage_.raw_environment(space, work_.nlist, frames.types, work_.env);
     return work_.env;
@@ -132,17 +135,26 @@ class EnergyModel {
   /// Rows per chunk of the embedding nets on host spaces (see nn::NetworkFamily::
   /// set_host_chunk_rows; 0: layer by layer over all rows). Default 128, or the environment
   /// variable DPK_EMBEDDING_CHUNK_ROWS. Takes effect at the next prepare().
-  void set_embedding_chunk_rows(int rows) { descriptor_stage_.set_embedding_chunk_rows(rows); }
+  void set_embedding_chunk_rows(int rows) {
+    descriptor_stage_.set_embedding_chunk_rows(rows);
+    forget_setups();
+  }
   int embedding_chunk_rows() const { return descriptor_stage_.embedding_chunk_rows(); }
   /// Unit input tangents in the chunked embedding passes (DescriptorStage::
   /// set_embedding_unit_tangents; default on, or DPK_EMBEDDING_UNIT_TANGENTS). Takes effect at
   /// the next prepare().
-  void set_embedding_unit_tangents(bool on) { descriptor_stage_.set_embedding_unit_tangents(on); }
+  void set_embedding_unit_tangents(bool on) {
+    descriptor_stage_.set_embedding_unit_tangents(on);
+    forget_setups();
+  }
   bool embedding_unit_tangents() const { return descriptor_stage_.embedding_unit_tangents(); }
   /// Same-type pairs share their embedding row (DescriptorStage::set_embedding_pair_rows; default
   /// on, or DPK_EMBEDDING_PAIR_ROWS; used with unit tangents on host chunks). Takes effect at the
   /// next prepare().
-  void set_embedding_pair_rows(bool on) { descriptor_stage_.set_embedding_pair_rows(on); }
+  void set_embedding_pair_rows(bool on) {
+    descriptor_stage_.set_embedding_pair_rows(on);
+    forget_setups();
+  }
   bool embedding_pair_rows() const { return descriptor_stage_.embedding_pair_rows(); }
 
   /// Model compression (docs/compression.md): tables of the embedding nets built from the
@@ -154,7 +166,10 @@ class EnergyModel {
   /// Uses `table` instead of the embedding nets for energies, forces and virials (the nets'
   /// parameters stay). backward() then gives the fitting nets' gradient only (the tables are
   /// constants; the embedding nets' gradient is 0). An empty table (no nets) switches back.
-  void set_embedding_table(EmbeddingTableData const& table) { descriptor_stage_.set_embedding_table(table); }
+  void set_embedding_table(EmbeddingTableData const& table) {
+    descriptor_stage_.set_embedding_table(table);
+    forget_setups();
+  }
   /// True when energies and forces come from the embedding tables.
   bool compressed() const { return descriptor_stage_.compressed(); }
   /// The tables in use (host, double; no nets when not compressed).
@@ -171,6 +186,7 @@ class EnergyModel {
   /// within rcut (the range compression needs, DeePMD-kit's min_nbor_dist); +infinity when no
   /// atom has a neighbour. Replaces the neighbour list of the last prepare().
   double min_neighbor_distance(ExecutionSpace const& space, Frames<Scalar, memory_space> const& frames) {
+    own_setup();
     descriptor_stage_.neighbors(space, frames, work_.nlist);
     return dpk::min_neighbor_distance(space, work_.nlist);
   }
@@ -182,6 +198,7 @@ class EnergyModel {
   /// workspace for the next calls). Throws CoincidentAtomsError when two atoms (or an atom and an
   /// image) are closer than min_pair_distance: the descriptor has 1/r and would be infinite or NaN.
   void prepare(ExecutionSpace const& space, Frames<Scalar, memory_space> const& frames) {
+    own_setup();
     neighbors(space, frames);
     {
       ScopedRegion<ExecutionSpace> region("dpk::environment", space);
@@ -191,10 +208,49 @@ class EnergyModel {
     set_batch(space, frames.types, frames.nframes, frames.natoms, frames.centres);
   }
 
+  /// prepare() for a batch that `key` names (e.g. a training frame: system and frame index), with
+  /// the setup kept per key (model/batch_setup_cache.hpp): a batch whose key was prepared before
+  /// reuses that setup (the same neighbour list, environment matrix and row layout; its dropped
+  /// neighbours counted again) instead of building it. The caller promises that a key always
+  /// names the same coordinates, box, types and centres.
+  void prepare(ExecutionSpace const& space, Frames<Scalar, memory_space> const& frames, std::uint64_t key) {
+    if (auto const* kept = setup_cache_.find(key);
+        kept != nullptr && kept->setup.layout.nloc() == frames.nloc() && kept->setup.layout.natoms == frames.natoms) {
+      ScopedRegion<ExecutionSpace> region("dpk::kept_setup", space);
+      if (!work_setup_kept_) own_ = {work_.nlist, work_.env, work_.layout};
+      work_.nlist = kept->setup.nlist;
+      work_.env = kept->setup.env;
+      work_.layout = kept->setup.layout;
+      work_.layout.in.types = frames.types;  // this batch's upload (the same values)
+      work_.layout.in.empty_row = descriptor_stage_.empty_row();
+      work_setup_kept_ = true;
+      dropped_ += kept->dropped;
+      reserve_stages(space);
+      return;
+    }
+    own_setup();
+    if (work_.nlist.index.extent(0) != std::size_t(frames.nloc())) {
+      // Sized for another batch (e.g. the statistics' many frames): the kept copy would carry
+      // the excess, so build into Views of this batch's size.
+      auto const sel_offset = work_.layout.in.rows.sel_offset;  // the model's slot offsets, filled once
+      work_.nlist = NeighborList<Scalar, memory_space>();
+      work_.env = EnvironmentMatrix<Scalar, memory_space>();
+      work_.layout = BatchLayout<Scalar, memory_space>();
+      work_.layout.in.rows.sel_offset = sel_offset;
+    }
+    prepare(space, frames);
+    setup_cache_.insert(space, key, {work_.nlist, work_.env, work_.layout}, work_.nlist.dropped);
+  }
+  /// The setups kept by prepare(space, frames, key).
+  BatchSetupCache<Scalar, ExecutionSpace> const& kept_setups() const { return setup_cache_; }
+  /// Byte budget of the kept setups (default DPK_SETUP_CACHE_MB or 1024 MiB; 0 keeps none).
+  void set_kept_setup_budget(std::size_t bytes) { setup_cache_.set_budget(bytes); }
+
   /// Uses an externally built neighbour list and environment matrix (e.g. a test fixture).
   void prepare(ExecutionSpace const& space, NeighborList<Scalar, memory_space> const& nlist,
                EnvironmentMatrix<Scalar, memory_space> const& env, View1<int, memory_space> const& types, int nframes,
                int natoms) {
+    own_setup();
     work_.nlist = nlist;
     work_.env = env;
     set_batch(space, types, nframes, natoms);
@@ -317,6 +373,12 @@ class EnergyModel {
                    4 * descriptor_stage_.embedding_chunk_rows(),  // parts of at least 4 chunks
                    descriptor_stage_.pair_rows() ? w.nlist.index : View2<int, memory_space>(),
                    descriptor_stage_.pair_rows() ? w.nlist.rij : View3<Scalar, memory_space>());
+    reserve_stages(space);
+  }
+
+  /// Sizes the stages and the workspace for the batch in work_.layout.
+  void reserve_stages(ExecutionSpace const& space) {
+    auto& w = work_;
     descriptor_stage_.reserve(w.layout);
     fitting_stage_.reserve(w.layout);
     w.reserve(space, descriptor_stage_.nnei(), m1(), m2(), !compressed(), !descriptor_stage_.embedding_host_chunks());
@@ -386,6 +448,22 @@ class EnergyModel {
     return std::vector<double>(host.data(), host.data() + host.extent(0));
   }
 
+  /// Points the workspace back at its own setup Views (own_) before a pass writes into them,
+  /// when it holds a kept setup's (work_setup_kept_).
+  void own_setup() {
+    if (!work_setup_kept_) return;
+    work_.nlist = own_.nlist;
+    work_.env = own_.env;
+    work_.layout = own_.layout;
+    own_ = {};
+    work_setup_kept_ = false;
+  }
+  /// Drops the kept setups (what they depend on changed).
+  void forget_setups() {
+    own_setup();
+    setup_cache_.clear();
+  }
+
   DescriptorConfig descriptor_;
   FittingConfig fitting_;
   int ntypes_ = 0;
@@ -395,6 +473,9 @@ class EnergyModel {
   View1<Scalar, memory_space> params_, grad_;
   ModelWorkspace<Scalar, memory_space> work_;
   long dropped_ = 0;
+  BatchSetupCache<Scalar, ExecutionSpace> setup_cache_;
+  bool work_setup_kept_ = false;  ///< work_'s nlist, env and layout are a kept setup's Views
+  BatchSetup<Scalar, memory_space> own_;  ///< the workspace's own setup while work_setup_kept_
 };
 
 }  // namespace dpk

@@ -6,8 +6,8 @@
 ///
 /// | buffer | written by | read by |
 /// |---|---|---|
-/// | nlist, env | neighbours, environment | layout, force/virial products, their adjoint |
-/// | layout | batch layout | every later stage |
+/// | nlist, env | neighbours, environment (or a kept setup's, model/batch_setup_cache.hpp) | layout, force/virial products, their adjoint |
+/// | layout | batch layout (or a kept setup's) | every later stage |
 /// | s, t, d | descriptor forward | fitting forward, descriptor cotangent, tangent, reverse |
 /// | de_dd | fitting input cotangent | descriptor cotangent; the reverse pass (Delta) |
 /// | a, de_dg, de_ds, de_drn | descriptor cotangent | force/virial products; the reverse pass |

@@ -60,10 +60,10 @@ namespace dpk {
 /// The profiling regions of one update, in the order of the --timing-file columns (each column
 /// is the region's name without "dpk::", plus "_s"). The model's stages are nested in none of
 /// the trainer's, so their sum is at most update_s.
-inline constexpr char const* timing_regions[] = {"dpk::sample",   "dpk::neighbors", "dpk::environment",
-                                                 "dpk::batch_setup", "dpk::forward", "dpk::forces",
-                                                 "dpk::loss",     "dpk::backward",  "dpk::allreduce",
-                                                 "dpk::optimizer"};
+inline constexpr char const* timing_regions[] = {"dpk::sample",      "dpk::neighbors",  "dpk::environment",
+                                                 "dpk::batch_setup", "dpk::kept_setup", "dpk::forward",
+                                                 "dpk::forces",      "dpk::loss",       "dpk::backward",
+                                                 "dpk::allreduce",   "dpk::optimizer"};
 
 /// Run options that are not part of input.json (command-line flags of `dpk-train train`).
 struct TrainerOptions {
@@ -235,8 +235,12 @@ class Trainer {
         sampler_->next(host_batch_);
         upload(host_batch_, frames_, labels_);
       }
-      LossMetrics const metrics =
-          on_batch(host_batch_, *sampler_, [&] { return loss_.loss_and_gradient(space_, *model_, frames_, labels_, pref); });
+      LossMetrics const metrics = on_batch(host_batch_, *sampler_, [&] {
+        // One-frame batches keep their setup per frame (EnergyModel::prepare with a key).
+        if (host_batch_.nframes != 1) return loss_.loss_and_gradient(space_, *model_, frames_, labels_, pref);
+        model_->prepare(space_, frames_, frame_key(host_batch_));
+        return loss_.loss_and_gradient_prepared(space_, *model_, labels_, pref);
+      });
       auto gradient = model_->gradient();
       {
         ScopedRegion<ExecutionSpace> region("dpk::allreduce", space_);
@@ -299,6 +303,7 @@ class Trainer {
              << "\n"
              << "dpk-train: neighbours dropped beyond sel: " << summary.neighbors_dropped
              << (summary.neighbors_dropped > 0 ? " (increase descriptor.sel)" : "") << "\n"
+             << kept_setups_line() << "\n"
              << "dpk-train: model written to " << summary.model_path << ", checkpoint " << summary.checkpoint_path
              << ", learning curve " << path(config_.training.disp_file) << "\n";
     }
@@ -679,6 +684,19 @@ class Trainer {
       for (int& v : sel) v *= 2;
     }
     return {};
+  }
+
+  /// Key of a one-frame training batch for EnergyModel::prepare: its system and frame.
+  static std::uint64_t frame_key(HostBatch const& batch) {
+    return (std::uint64_t(std::uint32_t(batch.system)) << 32) | std::uint32_t(batch.frames.at(0));
+  }
+  /// Summary of the frames whose setup the model kept (this rank).
+  std::string kept_setups_line() const {
+    auto const& kept = model_->kept_setups();
+    auto mib = [](std::size_t bytes) { return std::to_string((bytes + (1u << 19)) >> 20); };
+    return "dpk-train: batch setups kept for " + std::to_string(kept.size()) + " frame(s), " + mib(kept.bytes()) +
+           " of " + mib(kept.budget()) + " MiB (DPK_SETUP_CACHE_MB); reused in " + std::to_string(kept.hits()) + " of " +
+           std::to_string(kept.hits() + kept.misses()) + " steps (rank 0)";
   }
 
   /// Runs `f` on the batch `batch` drawn from `sampler`; coincident atoms become an error
