@@ -37,18 +37,20 @@ struct BatchSetup {
   BatchLayout<Scalar, MemorySpace> layout;
 };
 
-/// Calls f(view) for every View of `setup` that its passes write or read after the build (the
-/// layout's own scratch, read only while it is built, excepted; layout.in's types, count, env
-/// and empty_row are handles to the frames', nlist's, env's and the model's Views).
+/// Calls f(view) for every View of `setup` that its passes read after the build. Scratch that
+/// only the build itself reads (nlist.reverse_cursor, layout.in.rows.pair_match, the layout's
+/// private scan) is left out: a kept copy shares it with the workspace, which no build of a kept
+/// setup ever writes. layout.in's types, count, env and empty_row are handles to the frames',
+/// nlist's, env's and the model's Views.
 template <class Setup, class F>
 void for_each_setup_view(Setup& setup, F&& f) {
   auto& n = setup.nlist;
-  f(n.index), f(n.rij), f(n.count), f(n.reverse_offset), f(n.reverse_pair), f(n.reverse_cursor), f(n.reverse_position);
+  f(n.index), f(n.rij), f(n.count), f(n.reverse_offset), f(n.reverse_pair), f(n.reverse_position);
   auto& e = setup.env;
   f(e.rows), f(e.factors), f(e.centre_type), f(e.inv_std);
   auto& r = setup.layout.in.rows;
   f(setup.layout.in.position), f(r.row_offset), f(r.const_base), f(r.sel_offset), f(r.scan), f(r.boundary);
-  f(r.boundary_host), f(r.row_atom), f(r.row_slot), f(r.slot_pair), f(r.row_partner), f(r.owned), f(r.pair_match);
+  f(r.boundary_host), f(r.row_atom), f(r.row_slot), f(r.slot_pair), f(r.row_partner), f(r.owned);
   f(r.shared_begin), f(r.row_shared), f(r.owner_shared);
 }
 
@@ -193,6 +195,8 @@ class BatchSetupCache {
     bytes_ = 0;
   }
 
+  /// Whether a new setup may still be kept (the budget is not used up).
+  bool taking() const { return bytes_ < budget_; }
   std::size_t size() const { return entries_.size(); }
   std::size_t bytes() const { return bytes_; }
   long hits() const { return hits_; }

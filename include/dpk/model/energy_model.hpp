@@ -229,9 +229,10 @@ class EnergyModel {
       return;
     }
     own_setup();
-    if (work_.nlist.index.extent(0) != std::size_t(frames.nloc())) {
+    if (setup_cache_.taking() && work_.nlist.index.extent(0) != std::size_t(frames.nloc())) {
       // Sized for another batch (e.g. the statistics' many frames): the kept copy would carry
-      // the excess, so build into Views of this batch's size.
+      // the excess, so build into Views of this batch's size. (Not once nothing more is kept:
+      // then the Views stay as sized, as for a prepare without a key.)
       auto const sel_offset = work_.layout.in.rows.sel_offset;  // the model's slot offsets, filled once
       work_.nlist = NeighborList<Scalar, memory_space>();
       work_.env = EnvironmentMatrix<Scalar, memory_space>();
