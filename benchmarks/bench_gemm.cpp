@@ -9,7 +9,8 @@
 // `fitting_gemm_split` their forward products, `fitting_gradient_split` their weight gradients and
 // `fitting_cotangent_split` their input cotangents
 // split over OMP_NUM_THREADS threads as a training step runs them (how far they scale from 1 to 2
-// threads: docs/performance.md).
+// threads: docs/performance.md); `tn_sum_chunk` a weight gradient summed over two pairs in one
+// thread, as two BLAS calls and through dpk's two-pair kernel (core/small_gemm_tn_sum.hpp).
 //
 //   OMP_NUM_THREADS=1 build/<dir>/benchmarks/bench_gemm
 #include <dpk/core/gemm.hpp>
@@ -163,6 +164,63 @@ void fitting_split_shapes(benchmark::internal::Benchmark* b) {
     for (int k : {1600, 240}) b->Args({m, k, 240, mode});
 }
 
+/// A weight gradient summed over two pairs inside the calling thread, as the chunked host passes
+/// make it (dpk::InThread): C (k x n) = beta C + X^T G + X'^T G' with X, X' (m x k) and G, G' (m x
+/// n). `state.range(3)` = 0: two BLAS calls (beta, then 1: what gemm_tn_sum made before dpk's
+/// two-pair kernel); 1: dpk::blas::gemm_tn_sum (dpk's two-pair kernel where compiled in and
+/// enabled, core/small_gemm_tn_sum.hpp). `state.range(4)` operand sets, as in chunk_gemm;
+/// `state.range(5)` beta (0: a fitting net's block gradient, 1: an embedding chunk adding to its
+/// block's).
+template <class Scalar>
+void tn_sum_chunk(benchmark::State& state) {
+  int const m = int(state.range(0)), k = int(state.range(1)), n = int(state.range(2));
+  bool const two_calls = state.range(3) == 0;
+  int const sets = int(state.range(4));
+  Scalar const beta = Scalar(state.range(5));
+  if (!dpk::host_schedule_v<Space>) {
+    state.SkipWithError("host-thread products (InThread): not run where the default space is a device");
+    return;
+  }
+  dpk::set_blas_threads(1);
+  using M = dpk::View2<Scalar, Kokkos::HostSpace>;
+  std::vector<M> x0s, g0s, x1s, g1s, cs;
+  for (int s = 0; s < sets; ++s) {
+    x0s.emplace_back("dpk::bench::tn_x0", m, k);
+    g0s.emplace_back("dpk::bench::tn_g0", m, n);
+    x1s.emplace_back("dpk::bench::tn_x1", m, k);
+    g1s.emplace_back("dpk::bench::tn_g1", m, n);
+    cs.emplace_back("dpk::bench::tn_c", k, n);
+    for (M* v : {&x0s.back(), &g0s.back(), &x1s.back(), &g1s.back()}) Kokkos::deep_copy(*v, Scalar(0.5));
+  }
+  dpk::View1<Scalar, Kokkos::HostSpace> no_partials;
+  int set = 0;
+  for (auto _ : state) {
+    if (two_calls) {
+      dpk::blas::detail::gemm_in_thread("T", "N", Scalar(1), x0s[set], g0s[set], beta, cs[set]);
+      dpk::blas::detail::gemm_in_thread("T", "N", Scalar(1), x1s[set], g1s[set], Scalar(1), cs[set]);
+    } else {
+      dpk::blas::gemm_tn_sum(dpk::InThread{}, Scalar(1), x0s[set], g0s[set], x1s[set], g1s[set], beta, cs[set],
+                             no_partials);
+    }
+    benchmark::DoNotOptimize(cs[set].data());
+    set = (set + 1) % sets;
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(4.0 * m * k * n * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
+}
+
+/// tn_sum_chunk's shapes: the fitting nets' weight gradients (operands from memory) and the
+/// embedding nets' over one chunk (in cache), each as two BLAS calls and through gemm_tn_sum.
+void tn_sum_shapes(benchmark::internal::Benchmark* b) {
+  for (int mode : {0, 1}) {
+    b->Args({128, 1600, 240, mode, 32, 0});
+    b->Args({64, 1600, 240, mode, 32, 0});
+    b->Args({128, 240, 240, mode, 32, 0});
+    b->Args({128, 25, 50, mode, 1, 1});
+    b->Args({128, 50, 100, mode, 1, 1});
+  }
+}
+
 void shapes(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
     b->Args({2000, 2000, 2000, threads});
@@ -182,6 +240,8 @@ BENCHMARK_TEMPLATE(fitting_split, double)->Name("fitting_gemm_split<double>")->A
 BENCHMARK_TEMPLATE(fitting_split, float)->Name("fitting_gemm_split<float>")->Apply(fitting_split_shapes<0>)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(fitting_split, double)->Name("fitting_gradient_split<double>")->Apply(fitting_split_shapes<1>)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(fitting_split, float)->Name("fitting_gradient_split<float>")->Apply(fitting_split_shapes<1>)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(tn_sum_chunk, double)->Apply(tn_sum_shapes)->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(tn_sum_chunk, float)->Apply(tn_sum_shapes)->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(fitting_split, double)->Name("fitting_cotangent_split<double>")->Apply(fitting_split_shapes<2>)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_TEMPLATE(fitting_split, float)->Name("fitting_cotangent_split<float>")->Apply(fitting_split_shapes<2>)->UseRealTime()->Unit(benchmark::kMicrosecond);
 

@@ -244,6 +244,117 @@ TEST_CASE_TEMPLATE("in-thread gemm_tn_sum equals plain loops, one-column A (summ
         }
 }
 
+TEST_CASE_TEMPLATE("dpk's two-pair weight-gradient kernel equals plain loops, and gemm_tn_sum through it", Scalar,
+                   double, float) {
+  // C = beta C + alpha (A0^T B0 + A1^T B1) (core/small_gemm_tn_sum.hpp): C's rows around the
+  // register blocks (12 or 6, then 4, then single rows), columns around the two-vector tiles
+  // (one lane, a partial vector, one or two vectors and a tail, a fitting net's 240), pairs
+  // with no rows, A read by rows (a_col 1) and by columns (a_col = its rows), every operand
+  // inside a wider matrix; beta 0 and 1, alpha 1 and not. Then gemm_tn_sum on a fitting shape
+  // in a host thread and on the execution space, kernel taken or not (DPK_TN_SUM_KERNEL).
+  using Right = Kokkos::View<Scalar**, Kokkos::LayoutRight, Kokkos::HostSpace>;
+  using Left = Kokkos::View<Scalar**, Kokkos::LayoutLeft, Kokkos::HostSpace>;
+  double const tol = sizeof(Scalar) == 8 ? 1e-13 : 2e-5;
+  auto value = [](int i, int j, int salt) { return Scalar(0.01 * ((i * 37 + j * 11 + salt) % 101) - 0.5); };
+  CHECK(dpk::blas::detail::parse_tn_sum_kernel_use(nullptr, true));
+  CHECK_FALSE(dpk::blas::detail::parse_tn_sum_kernel_use(nullptr, false));
+  CHECK_FALSE(dpk::blas::detail::parse_tn_sum_kernel_use("0", true));
+  CHECK(dpk::blas::detail::parse_tn_sum_kernel_use("1", false));
+  CHECK(dpk::blas::detail::tn_sum_kernel_shape(1600, 240));  // the fitting nets' weights
+  CHECK(dpk::blas::detail::tn_sum_kernel_shape(240, 240));
+  CHECK_FALSE(dpk::blas::detail::tn_sum_kernel_shape(50, 100));  // the embedding nets'
+  CHECK_FALSE(dpk::blas::detail::tn_sum_kernel_shape(240, 1));   // a fitting net's last layer
+#if defined(DPK_HAS_SMALL_GEMM)
+  for (int const m : {1, 5, 12, 13, 29})
+    for (int const n : {1, 15, 16, 17, 33, 47, 240})
+      for (auto const [rows0, rows1] : std::vector<std::pair<int, int>>{{37, 64}, {37, 0}, {0, 5}, {0, 0}})
+        for (bool const by_columns : {false, true})
+          for (int const beta : {0, 1}) {
+            Scalar const alpha = by_columns ? Scalar(0.25) : Scalar(1);
+            CAPTURE(m);
+            CAPTURE(n);
+            CAPTURE(rows0);
+            CAPTURE(rows1);
+            CAPTURE(by_columns);
+            CAPTURE(beta);
+            // A_p (rows x m) inside wider matrices: by rows (LayoutRight, 3 spare columns) or by
+            // columns (LayoutLeft, 2 spare rows); B_p and C with 5 spare columns.
+            Right ar[2] = {Right("a0", rows0, m + 3), Right("a1", rows1, m + 3)};
+            Left al[2] = {Left("a0", rows0 + 2, m), Left("a1", rows1 + 2, m)};
+            Right b[2] = {Right("b0", rows0, n + 5), Right("b1", rows1, n + 5)};
+            Right c("c", m, n + 5);
+            int const rows[2] = {rows0, rows1};
+            dpk::blas::detail::TnSumArgs<Scalar> g;
+            g.m = m;
+            g.n = n;
+            for (int p = 0; p < 2; ++p) {
+              for (int l = 0; l < rows[p]; ++l) {
+                for (int i = 0; i < m; ++i) ar[p](l, i) = al[p](l, i) = value(l, i, 3 + p);
+                for (int j = 0; j < n + 5; ++j) b[p](l, j) = value(l, j, 7 + p);
+              }
+              auto& q = g.pairs[p];
+              q.rows = rows[p];
+              q.a = by_columns ? al[p].data() : ar[p].data();
+              q.a_row = by_columns ? 1 : m + 3;
+              q.a_col = by_columns ? rows[p] + 2 : 1;
+              q.b = b[p].data();
+              q.ldb = n + 5;
+            }
+            for (int i = 0; i < m; ++i)
+              for (int j = 0; j < n + 5; ++j) c(i, j) = value(i, j, 11);
+            g.c = c.data();
+            g.ldc = n + 5;
+            g.accumulate = beta == 1;
+            g.alpha = alpha;
+            REQUIRE(dpk::blas::detail::tn_sum_kernel(g));
+            for (int i = 0; i < m; ++i)
+              for (int j = 0; j < n + 5; ++j) {
+                double want = double(value(i, j, 11));
+                if (j < n) {
+                  double sum = 0;
+                  for (int p = 0; p < 2; ++p)
+                    for (int l = 0; l < rows[p]; ++l) sum += double(ar[p](l, i)) * double(b[p](l, j));
+                  want = beta * want + double(alpha) * sum;
+                }
+                CHECK(double(c(i, j)) == doctest::Approx(want).epsilon(tol).scale(1.0));  // spare columns kept
+              }
+          }
+#endif
+  // gemm_tn_sum on a fitting net's first-layer shape (C 1600 x 240, 64 rows per pair) in one host
+  // thread and on the execution space: the same sums as plain loops whether the kernel takes it or not.
+  int const m = 1600, n = 240, rows = 64;
+  Right x0("x0", rows, m), x1("x1", rows, m), g0("g0", rows, n), g1("g1", rows, n), c("c", m, n);
+  for (int l = 0; l < rows; ++l) {
+    for (int i = 0; i < m; ++i) x0(l, i) = value(l, i, 1), x1(l, i) = value(l, i, 2);
+    for (int j = 0; j < n; ++j) g0(l, j) = value(l, j, 3), g1(l, j) = value(l, j, 4);
+  }
+  std::vector<double> want(std::size_t(m) * n);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int l = 0; l < rows; ++l) sum += double(x0(l, i)) * double(g0(l, j)) + double(x1(l, i)) * double(g1(l, j));
+      want[std::size_t(i) * n + j] = sum;
+    }
+  auto check = [&](char const* how) {
+    CAPTURE(how);
+    int bad = 0;
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j)
+        if (!(double(c(i, j)) == doctest::Approx(want[std::size_t(i) * n + j]).epsilon(tol).scale(1.0))) ++bad;
+    CHECK(bad == 0);
+  };
+  Kokkos::deep_copy(c, Scalar(7));
+  dpk::blas::gemm_tn_sum(dpk::InThread{}, Scalar(1), x0, g0, x1, g1, Scalar(0), c, dpk::View1<Scalar, Kokkos::HostSpace>());
+  check("in a host thread");
+  if constexpr (Kokkos::SpaceAccessibility<dpk::DefaultExecutionSpace, Kokkos::HostSpace>::accessible) {
+    Kokkos::deep_copy(c, Scalar(7));
+    dpk::View1<Scalar, Kokkos::HostSpace> partials(
+        "partials", dpk::blas::tn_sum_partials_size(dpk::DefaultExecutionSpace(), std::size_t(m) * n));
+    dpk::blas::gemm_tn_sum(dpk::DefaultExecutionSpace(), Scalar(1), x0, g0, x1, g1, Scalar(0), c, partials);
+    check("on the execution space");
+  }
+}
+
 TEST_CASE_TEMPLATE("in-thread gemm (host BLAS and KokkosBatched serial) equals plain loops for every op", Scalar, double,
                    float) {
   // The product a host thread makes on its own block: through the host BLAS (unit-stride rows)

@@ -14,6 +14,7 @@
 #include <dpk/core/compat.hpp>
 #include <dpk/core/for_each.hpp>
 #include <dpk/core/host_gemm.hpp>
+#include <dpk/core/small_gemm_tn_sum.hpp>
 #include <dpk/core/types.hpp>
 
 #include <algorithm>
@@ -238,16 +239,58 @@ void column_sums_in_thread(typename AView::const_value_type alpha, AView const& 
   add(a0, b0);
   add(a1, b1);
 }
+
+/// C = beta C + alpha (A0^T B0 + A1^T B1) with dpk's two-pair kernel (core/small_gemm_tn_sum.hpp)
+/// when it is compiled in and enabled (tn_sum_kernel_enabled) and takes the operands: float or
+/// double, beta 0 or 1, rows of unit stride in B_p and C. False (nothing done) otherwise.
+template <class AView, class BView, class CView>
+bool tn_sum_kernel_views(typename AView::const_value_type alpha, AView const& a0, BView const& b0, AView const& a1,
+                         BView const& b1, typename CView::const_value_type beta, CView const& c) {
+#if defined(DPK_HAS_SMALL_GEMM)
+  using Scalar = typename CView::non_const_value_type;
+  if constexpr (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>) {
+    if (!tn_sum_kernel_enabled() || !tn_sum_kernel_shape(c.extent(0), c.extent(1)) ||
+        (beta != Scalar(0) && beta != Scalar(1)) || c.stride(1) != 1 ||
+        (b0.extent(0) > 0 && b0.stride(1) != 1) || (b1.extent(0) > 0 && b1.stride(1) != 1))
+      return false;
+    TnSumArgs<Scalar> g;
+    g.m = int(c.extent(0));
+    g.n = int(c.extent(1));
+    auto pair = [](AView const& a, BView const& b) {
+      TnSumPair<Scalar> p;
+      if (a.extent(0) == 0) return p;
+      p.rows = int(a.extent(0));
+      p.a = a.data();
+      p.a_row = std::ptrdiff_t(a.stride(0));
+      p.a_col = std::ptrdiff_t(a.stride(1));
+      p.b = b.data();
+      p.ldb = std::ptrdiff_t(b.stride(0));
+      return p;
+    };
+    g.pairs[0] = pair(a0, b0);
+    g.pairs[1] = pair(a1, b1);
+    g.c = c.data();
+    g.ldc = std::ptrdiff_t(c.stride(0));
+    g.accumulate = beta != Scalar(0);
+    g.alpha = Scalar(alpha);
+    return tn_sum_kernel(g);
+  }
+#endif
+  (void)alpha, (void)a0, (void)b0, (void)a1, (void)b1, (void)beta, (void)c;
+  return false;
+}
 }  // namespace detail
 
 /// gemm_tn_sum inside the calling host thread: C = beta C + alpha (A0^T B0 + A1^T B1). One-column
-/// A_p (C of one row) are summed in place (detail::column_sums_in_thread), others through gemm.
+/// A_p (C of one row) are summed in place (detail::column_sums_in_thread), others by dpk's
+/// two-pair kernel where it takes them (detail::tn_sum_kernel_views), else through gemm.
 template <class AView, class BView, class CView>
 void gemm_tn_sum(InThread const& in_thread, typename AView::const_value_type alpha, AView const& a0, BView const& b0,
                  AView const& a1, BView const& b1, typename CView::const_value_type beta, CView const& c,
                  View1<typename CView::non_const_value_type, typename CView::memory_space> const&) {
   if (c.extent(0) == 1 && a0.extent(1) == 1 && (a1.extent(0) == 0 || a1.extent(1) == 1))
     return detail::column_sums_in_thread(alpha, a0, b0, a1, b1, beta, c);
+  if (detail::tn_sum_kernel_views(alpha, a0, b0, a1, b1, beta, c)) return;
   gemm(in_thread, "T", "N", alpha, a0, b0, beta, c);
   if (a1.extent(0) > 0) gemm(in_thread, "T", "N", alpha, a1, b1, typename CView::non_const_value_type(1), c);
 }
@@ -270,7 +313,9 @@ std::size_t tn_sum_partials_size(ExecutionSpace const& space, std::size_t c_size
 /// counts (a reduction over the rows of A_p and B_p, as in weight gradients). On host spaces
 /// the rows of all pairs are split over the threads; each thread's block lands in C (the first
 /// block) or in `partials` (extent >= tn_sum_partials_size(space, rows(C) * cols(C))), which
-/// are then added to C in block order (deterministic for a fixed thread count).
+/// are then added to C in block order (deterministic for a fixed thread count). Where C is
+/// split by rows instead (few summed rows) or made by one thread, dpk's two-pair kernel takes
+/// both pairs at once when it takes the shape (detail::tn_sum_kernel_views).
 template <class ExecutionSpace, class AView, class BView, class CView>
 void gemm_tn_sum(ExecutionSpace const& space, typename AView::const_value_type alpha, AView const& a0, BView const& b0,
                  AView const& a1, BView const& b1, typename CView::const_value_type beta, CView const& c,
@@ -289,6 +334,10 @@ void gemm_tn_sum(ExecutionSpace const& space, typename AView::const_value_type a
     return;
   }
   if (blocks <= 1) {
+    if constexpr (host_schedule_v<ExecutionSpace>) {  // as gemm_whole: after a fence, in this thread
+      space.fence();
+      if (detail::tn_sum_kernel_views(alpha, a0, b0, a1, b1, beta, c)) return;
+    }
     if (rows0 > 0) detail::gemm_whole(space, "T", "N", alpha, a0, b0, beta, c);
     if (rows1 > 0) detail::gemm_whole(space, "T", "N", alpha, a1, b1, rows0 > 0 ? Scalar(1) : beta, c);
     return;
@@ -303,6 +352,10 @@ void gemm_tn_sum(ExecutionSpace const& space, typename AView::const_value_type a
             auto const range = detail::block_columns(m, column_blocks, block);
             if (range.first == range.second) return;
             auto c_block = Kokkos::subview(c, range, Kokkos::ALL());
+            using Columns = decltype(Kokkos::subview(a0, Kokkos::ALL(), range));
+            auto columns = [&](AView const& a) { return a.extent(0) > 0 ? Kokkos::subview(a, Kokkos::ALL(), range) : Columns(); };
+            Columns const a0_block = columns(a0), a1_block = columns(a1);
+            if (detail::tn_sum_kernel_views(alpha, a0_block, b0, a1_block, b1, beta, c_block)) return;
             Scalar beta_now = beta;
             auto part = [&](AView const& a, BView const& b) {
               if (a.extent(0) == 0) return;
