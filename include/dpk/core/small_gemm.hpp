@@ -42,6 +42,8 @@
 #if defined(DPK_HAS_SMALL_GEMM)
 /// Full unrolling of a loop with a compile-time trip count (GCC and Clang).
 #define DPK_SMALL_GEMM_UNROLL _Pragma("GCC unroll 16")
+/// A register tile's helpers are always inlined: called, their accumulators would go through memory.
+#define DPK_SMALL_GEMM_INLINE inline __attribute__((always_inline))
 #endif
 
 namespace dpk::blas::detail {
@@ -258,6 +260,49 @@ struct SmallGemmArgs {
   Scalar alpha = 1;
 };
 
+/// One step of a register tile's sum: acc[r][v] += A(r) B(v) for the NV vectors of a row of B at
+/// `b_row` (the last one `tail`) and R elements of A `a_step` apart from `a`.
+template <class Scalar, int NV, int R>
+DPK_SMALL_GEMM_INLINE void small_gemm_tile_step(typename Simd<Scalar>::Vec (&acc)[R][NV], Scalar const* b_row,
+                                 typename Simd<Scalar>::Tail const& tail, Scalar const* a, std::ptrdiff_t a_step) {
+  using S = Simd<Scalar>;
+  typename S::Vec bv[NV];
+  DPK_SMALL_GEMM_UNROLL
+  for (int v = 0; v + 1 < NV; ++v) bv[v] = S::load(b_row + v * S::lanes);
+  bv[NV - 1] = S::load(b_row + (NV - 1) * S::lanes, tail);
+  DPK_SMALL_GEMM_UNROLL
+  for (int r = 0; r < R; ++r) {
+    auto const av = S::broadcast(a + r * a_step);
+    DPK_SMALL_GEMM_UNROLL
+    for (int v = 0; v < NV; ++v) acc[r][v] = S::fma(av, bv[v], acc[r][v]);
+  }
+}
+
+/// Writes a register tile: C(r, v) = [C(r, v) +] alpha acc[r][v] for R rows `ldc` apart from `c`,
+/// NV vectors each (the last one `tail`).
+template <class Scalar, int NV, int R>
+DPK_SMALL_GEMM_INLINE void small_gemm_tile_store(typename Simd<Scalar>::Vec (&acc)[R][NV], Scalar alpha, bool accumulate, Scalar* c,
+                                  std::ptrdiff_t ldc, typename Simd<Scalar>::Tail const& tail) {
+  using S = Simd<Scalar>;
+  if (alpha != Scalar(1)) {
+    auto const scale = S::broadcast(&alpha);
+    DPK_SMALL_GEMM_UNROLL
+    for (int r = 0; r < R; ++r) {
+      DPK_SMALL_GEMM_UNROLL
+      for (int v = 0; v < NV; ++v) acc[r][v] = S::mul(scale, acc[r][v]);
+    }
+  }
+  DPK_SMALL_GEMM_UNROLL
+  for (int r = 0; r < R; ++r) {
+    Scalar* const row = c + r * ldc;
+    DPK_SMALL_GEMM_UNROLL
+    for (int v = 0; v + 1 < NV; ++v)
+      S::store(row + v * S::lanes, accumulate ? S::add(S::load(row + v * S::lanes), acc[r][v]) : acc[r][v]);
+    Scalar* const last = row + (NV - 1) * S::lanes;
+    S::store(last, accumulate ? S::add(S::load(last, tail), acc[r][NV - 1]) : acc[r][NV - 1], tail);
+  }
+}
+
 /// Rows [i0, i0 + R) of C: R x NV accumulators over l = 0 .. k - 1, the last vector partial.
 /// Every loop over R and NV is unrolled, so that the accumulators stay in registers.
 template <class Scalar, int NV, int R>
@@ -275,37 +320,8 @@ inline void small_gemm_rows(SmallGemmArgs<Scalar> const& g, int i0) {
     DPK_SMALL_GEMM_UNROLL
     for (int v = 0; v < NV; ++v) acc[r][v] = S::zero();
   }
-  for (int l = 0; l < k; ++l) {
-    Scalar const* const b_row = b + l * ldb;
-    Vec bv[NV];
-    DPK_SMALL_GEMM_UNROLL
-    for (int v = 0; v + 1 < NV; ++v) bv[v] = S::load(b_row + v * S::lanes);
-    bv[NV - 1] = S::load(b_row + (NV - 1) * S::lanes, tail);
-    DPK_SMALL_GEMM_UNROLL
-    for (int r = 0; r < R; ++r) {
-      Vec const av = S::broadcast(a + r * a_row + l * a_col);
-      DPK_SMALL_GEMM_UNROLL
-      for (int v = 0; v < NV; ++v) acc[r][v] = S::fma(av, bv[v], acc[r][v]);
-    }
-  }
-  if (g.alpha != Scalar(1)) {
-    Vec const alpha = S::broadcast(&g.alpha);
-    DPK_SMALL_GEMM_UNROLL
-    for (int r = 0; r < R; ++r) {
-      DPK_SMALL_GEMM_UNROLL
-      for (int v = 0; v < NV; ++v) acc[r][v] = S::mul(alpha, acc[r][v]);
-    }
-  }
-  bool const accumulate = g.accumulate;
-  DPK_SMALL_GEMM_UNROLL
-  for (int r = 0; r < R; ++r) {
-    Scalar* const c = g.c + (i0 + r) * g.ldc;
-    DPK_SMALL_GEMM_UNROLL
-    for (int v = 0; v + 1 < NV; ++v)
-      S::store(c + v * S::lanes, accumulate ? S::add(S::load(c + v * S::lanes), acc[r][v]) : acc[r][v]);
-    Scalar* const last = c + (NV - 1) * S::lanes;
-    S::store(last, accumulate ? S::add(S::load(last, tail), acc[r][NV - 1]) : acc[r][NV - 1], tail);
-  }
+  for (int l = 0; l < k; ++l) small_gemm_tile_step<Scalar, NV, R>(acc, b + l * ldb, tail, a + l * a_col, a_row);
+  small_gemm_tile_store<Scalar, NV, R>(acc, g.alpha, g.accumulate, g.c + i0 * g.ldc, g.ldc, tail);
 }
 
 /// Rows per register block for NV vectors per row: as many as leave registers for the NV

@@ -95,37 +95,9 @@ inline void tn_sum_tile(TnSumArgs<Scalar> const& g, int i0, int j0, typename Sim
     Scalar const* a = p.a + i0 * p.a_col;
     Scalar const* b = p.b + j0;
     std::ptrdiff_t const a_row = p.a_row, a_col = UnitCol ? 1 : p.a_col, ldb = p.ldb;
-    for (int l = 0; l < p.rows; ++l, a += a_row, b += ldb) {
-      Vec bv[NV];
-      DPK_SMALL_GEMM_UNROLL
-      for (int v = 0; v + 1 < NV; ++v) bv[v] = S::load(b + v * S::lanes);
-      bv[NV - 1] = S::load(b + (NV - 1) * S::lanes, tail);
-      DPK_SMALL_GEMM_UNROLL
-      for (int r = 0; r < R; ++r) {
-        Vec const av = S::broadcast(a + r * a_col);
-        DPK_SMALL_GEMM_UNROLL
-        for (int v = 0; v < NV; ++v) acc[r][v] = S::fma(av, bv[v], acc[r][v]);
-      }
-    }
+    for (int l = 0; l < p.rows; ++l, a += a_row, b += ldb) small_gemm_tile_step<Scalar, NV, R>(acc, b, tail, a, a_col);
   }
-  if (g.alpha != Scalar(1)) {
-    Vec const alpha = S::broadcast(&g.alpha);
-    DPK_SMALL_GEMM_UNROLL
-    for (int r = 0; r < R; ++r) {
-      DPK_SMALL_GEMM_UNROLL
-      for (int v = 0; v < NV; ++v) acc[r][v] = S::mul(alpha, acc[r][v]);
-    }
-  }
-  bool const accumulate = g.accumulate;
-  DPK_SMALL_GEMM_UNROLL
-  for (int r = 0; r < R; ++r) {
-    Scalar* const c = g.c + (i0 + r) * g.ldc + j0;
-    DPK_SMALL_GEMM_UNROLL
-    for (int v = 0; v + 1 < NV; ++v)
-      S::store(c + v * S::lanes, accumulate ? S::add(S::load(c + v * S::lanes), acc[r][v]) : acc[r][v]);
-    Scalar* const last = c + (NV - 1) * S::lanes;
-    S::store(last, accumulate ? S::add(S::load(last, tail), acc[r][NV - 1]) : acc[r][NV - 1], tail);
-  }
+  small_gemm_tile_store<Scalar, NV, R>(acc, g.alpha, g.accumulate, g.c + i0 * g.ldc + j0, g.ldc, tail);
 }
 
 /// Rows [i0, i0 + R) of C, every column: tiles of two vectors, the last one or two vectors
