@@ -256,10 +256,26 @@ TEST_CASE_TEMPLATE("dpk's two-pair weight-gradient kernel equals plain loops, an
   using Left = Kokkos::View<Scalar**, Kokkos::LayoutLeft, Kokkos::HostSpace>;
   double const tol = sizeof(Scalar) == 8 ? 1e-13 : 2e-5;
   auto value = [](int i, int j, int salt) { return Scalar(0.01 * ((i * 37 + j * 11 + salt) % 101) - 0.5); };
-  CHECK(dpk::blas::detail::parse_tn_sum_kernel_use(nullptr, true));
-  CHECK_FALSE(dpk::blas::detail::parse_tn_sum_kernel_use(nullptr, false));
-  CHECK_FALSE(dpk::blas::detail::parse_tn_sum_kernel_use("0", true));
-  CHECK(dpk::blas::detail::parse_tn_sum_kernel_use("1", false));
+  {
+    // The switch (read once per process by tn_sum_kernel_enabled; the ctest variants set it).
+    char const* const saved = std::getenv("DPK_TN_SUM_KERNEL");
+    std::string const kept = saved ? saved : "";
+    ::unsetenv("DPK_TN_SUM_KERNEL");
+    CHECK(dpk::blas::detail::tn_sum_kernel_use(true));
+    CHECK_FALSE(dpk::blas::detail::tn_sum_kernel_use(false));
+    ::setenv("DPK_TN_SUM_KERNEL", "0", 1);
+    CHECK_FALSE(dpk::blas::detail::tn_sum_kernel_use(true));
+    ::setenv("DPK_TN_SUM_KERNEL", "1", 1);
+    CHECK(dpk::blas::detail::tn_sum_kernel_use(false));
+    ::setenv("DPK_TN_SUM_KERNEL", "on", 1);
+    CHECK_THROWS_WITH_AS(dpk::blas::detail::tn_sum_kernel_use(true),
+                         doctest::Contains("DPK_TN_SUM_KERNEL: expected 0 (the BLAS) or 1 (dpk's two-pair kernel), got 'on'"),
+                         dpk::Error);
+    if (saved)
+      ::setenv("DPK_TN_SUM_KERNEL", kept.c_str(), 1);
+    else
+      ::unsetenv("DPK_TN_SUM_KERNEL");
+  }
   CHECK(dpk::blas::detail::tn_sum_kernel_shape(1600, 240));  // the fitting nets' weights
   CHECK(dpk::blas::detail::tn_sum_kernel_shape(240, 240));
   CHECK_FALSE(dpk::blas::detail::tn_sum_kernel_shape(50, 100));  // the embedding nets'
@@ -696,6 +712,27 @@ TEST_CASE_TEMPLATE("zeroed_vector: n zeros under the label; from 2 MiB on they s
   ::unsetenv("DPK_HUGE_PAGES");
 }
 #endif
+
+TEST_CASE("env_switch: unset or empty gives the default, 0 and 1 their value, anything else an error") {
+  char const* const name = "DPK_TEST_ENV_SWITCH";
+  ::unsetenv(name);
+  CHECK(dpk::env_switch(name, true));
+  CHECK_FALSE(dpk::env_switch(name, false));
+  ::setenv(name, "", 1);
+  CHECK(dpk::env_switch(name, true));
+  ::setenv(name, "0", 1);
+  CHECK_FALSE(dpk::env_switch(name, true));
+  ::setenv(name, "1", 1);
+  CHECK(dpk::env_switch(name, false));
+  for (std::string const bad : {"yes", "on", "2", "01", " 1", "1 ", "true"}) {
+    CAPTURE(bad);
+    ::setenv(name, bad.c_str(), 1);
+    CHECK_THROWS_WITH_AS(dpk::env_switch(name, true, "0 (off) or 1 (on)"),
+                         doctest::Contains(("DPK_TEST_ENV_SWITCH: expected 0 (off) or 1 (on), got '" + bad + "'").c_str()),
+                         dpk::Error);
+  }
+  ::unsetenv(name);
+}
 
 TEST_CASE("env_count: unset or empty gives the default, digits up to the bound the value, anything else an error") {
   char const* const name = "DPK_TEST_ENV_COUNT";

@@ -1,7 +1,8 @@
 #pragma once
 /// \file env_switch.hpp
 /// \brief On/off switches and counts read from environment variables (DPK_HUGE_PAGES,
-/// DPK_EMBEDDING_UNIT_TANGENTS, DPK_EMBEDDING_PAIR_ROWS, DPK_EMBEDDING_CHUNK_ROWS; docs/tuning.md).
+/// DPK_EMBEDDING_UNIT_TANGENTS, DPK_EMBEDDING_PAIR_ROWS, DPK_EMBEDDING_CHUNK_ROWS,
+/// DPK_TN_SUM_KERNEL; docs/tuning.md).
 
 #include <dpk/core/error.hpp>
 

@@ -11,11 +11,10 @@
 /// 64-128 rows per pair) that is the gap this kernel closes (docs/performance.md,
 /// "Thirty-first session"). Compiled where core/small_gemm.hpp's vectors are (AVX-512 or AVX2).
 
+#include <dpk/core/env_switch.hpp>
 #include <dpk/core/small_gemm.hpp>
 
 #include <cstddef>
-#include <cstdlib>
-#include <cstring>
 
 namespace dpk::blas::detail {
 
@@ -42,12 +41,10 @@ struct TnSumArgs {
 };
 
 /// Whether blas::gemm_tn_sum gives a host thread's product to tn_sum_kernel (where the shape
-/// suits it, tn_sum_kernel_shape): DPK_TN_SUM_KERNEL "0" no, any other value yes; unset
-/// (`value` null) `fallback`: yes in AVX-512 builds (measured there against OpenBLAS' AVX-512
-/// kernels), no in AVX2 builds (not measured). Read once per process.
-inline bool parse_tn_sum_kernel_use(char const* value, bool fallback) {
-  if (value == nullptr) return fallback;
-  return std::strcmp(value, "0") != 0;
+/// suits it, tn_sum_kernel_shape): DPK_TN_SUM_KERNEL 0 no, 1 yes, unset or empty `fallback`; any
+/// other value is a dpk::Error naming the variable (core/env_switch.hpp).
+inline bool tn_sum_kernel_use(bool fallback) {
+  return env_switch("DPK_TN_SUM_KERNEL", fallback, "0 (the BLAS) or 1 (dpk's two-pair kernel)");
 }
 
 /// Whether the two-pair kernel takes a C of `rows` x `columns`: one larger than the embedding
@@ -60,14 +57,15 @@ inline bool tn_sum_kernel_shape(std::size_t rows, std::size_t columns) {
 
 #if defined(DPK_HAS_SMALL_GEMM)
 
-/// parse_tn_sum_kernel_use of DPK_TN_SUM_KERNEL with this build's default.
+/// tn_sum_kernel_use with this build's default: yes in AVX-512 builds (measured there against
+/// OpenBLAS' AVX-512 kernels), no in AVX2 builds (not measured). Read once per process.
 inline bool tn_sum_kernel_enabled() {
 #if defined(DPK_SMALL_GEMM_AVX512)
   constexpr bool fallback = true;
 #else
   constexpr bool fallback = false;
 #endif
-  static bool const use = parse_tn_sum_kernel_use(std::getenv("DPK_TN_SUM_KERNEL"), fallback);
+  static bool const use = tn_sum_kernel_use(fallback);
   return use;
 }
 
