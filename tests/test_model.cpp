@@ -251,6 +251,30 @@ TEST_CASE_TEMPLATE_DEFINE("loss gradient equals central finite differences for e
     }
     model.set_parameters(params);
     CHECK(significant > checked / 2);
+    // The device buffers hold each tensor at its buffer offset (on a cache line) and zeros
+    // between tensors, the gradient too after the steps above; the host exchanges are packed.
+    auto const& layout = model.layout();
+    auto const device_params = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model.parameters());
+    auto const device_grad = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model.gradient());
+    REQUIRE(device_params.extent(0) == layout.buffer_size);
+    REQUIRE(device_grad.extent(0) == layout.buffer_size);
+    CHECK(model.buffer_size() == layout.buffer_size);
+    CHECK(model.num_parameters() == params.size());
+    std::vector<char> inside(layout.buffer_size, 0);
+    std::size_t misplaced = 0, gap_values = 0;
+    for (std::size_t i = 0; i < layout.tensors.size(); ++i) {
+      CHECK(reinterpret_cast<std::uintptr_t>(&device_params(layout.buffer_offsets[i])) % 64 == 0);
+      for (std::size_t k = 0; k < layout.tensors[i].size(); ++k) {
+        std::size_t const at = layout.buffer_offsets[i] + k, packed = layout.tensors[i].offset + k;
+        inside[at] = 1;
+        misplaced += device_params(at) != params[packed] || device_grad(at) != grad[packed];
+      }
+    }
+    for (std::size_t at = 0; at < layout.buffer_size; ++at)
+      gap_values += !inside[at] && (device_params(at) != 0.0 || device_grad(at) != 0.0);
+    CHECK(misplaced == 0);
+    CHECK(gap_values == 0);
+    CHECK(layout.buffer_size > layout.size);  // these models have gaps to check
   }
 }
 TEST_CASE_TEMPLATE_APPLY(finite_differences, dpk_test::ExecutionSpaces);

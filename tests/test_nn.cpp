@@ -423,3 +423,58 @@ TEST_CASE("parameter layout follows DeePMD-kit's tensor names and counts") {
   d.type_one_side = false;
   CHECK(dpk::ParameterLayout(d, f, 2).find("embedding_net3_layer0_w") != nullptr);
 }
+
+TEST_CASE("parameter layout: packed tensors for files, each tensor on a cache line in the model's buffers") {
+  dpk::DescriptorConfig d;
+  d.sel = {46, 92};
+  d.neuron = {25, 50, 100};
+  d.axis_neuron = 16;
+  d.type_one_side = true;
+  dpk::FittingConfig f;
+  f.neuron = {240, 240, 240};
+  f.resnet_dt = true;
+  dpk::ParameterLayout const layout(d, f, 2);
+  std::size_t const align = dpk::ParameterLayout::buffer_alignment;
+  REQUIRE(layout.buffer_offsets.size() == layout.tensors.size());
+  std::size_t packed_end = 0, buffer_end = 0;
+  for (std::size_t i = 0; i < layout.tensors.size(); ++i) {
+    CAPTURE(layout.tensors[i].name);
+    CHECK(layout.tensors[i].offset == packed_end);          // files: back to back
+    CHECK(layout.buffer_offsets[i] % align == 0);           // buffers: on a multiple of 16 scalars
+    CHECK(layout.buffer_offsets[i] >= buffer_end);          // in the same order, no overlap
+    CHECK(layout.buffer_offsets[i] < buffer_end + align);   // the smallest such gap
+    packed_end += layout.tensors[i].size();
+    buffer_end = layout.buffer_offsets[i] + layout.tensors[i].size();
+  }
+  CHECK(layout.size == packed_end);
+  CHECK(layout.buffer_size == buffer_end);
+  // The water model's first fitting weights lie 4 and 5 scalars off a multiple of 16 packed (the
+  // reason for the buffer placement); the per-layer offsets follow the tensors of each placement.
+  auto const* w0 = layout.find("fitting_net0_layer0_w");
+  auto const* w1 = layout.find("fitting_net1_layer0_w");
+  REQUIRE(w0 != nullptr);
+  REQUIRE(w1 != nullptr);
+  CHECK(w0->offset % align == 4);
+  CHECK(w1->offset % align == 5);
+  CHECK(layout.fitting_offsets[0][0].w == w0->offset);
+  CHECK(layout.fitting_offsets[1][0].w == w1->offset);
+  CHECK(layout.fitting_buffer_offsets[0][0].w == layout.buffer_offsets[std::size_t(w0 - layout.tensors.data())]);
+  CHECK(layout.fitting_buffer_offsets[1][0].w == layout.buffer_offsets[std::size_t(w1 - layout.tensors.data())]);
+  CHECK(layout.fitting_buffer_offsets[1][1].idt % align == 0);
+  CHECK(layout.fitting_buffer_offsets[1][0].idt == dpk::nn::LayerOffsets::npos);
+  CHECK(layout.embedding_buffer_offsets[1][2].b % align == 0);
+  // Packed -> buffer -> packed is the identity; the gaps are zero.
+  std::vector<double> packed(layout.size);
+  for (std::size_t k = 0; k < packed.size(); ++k) packed[k] = 1.0 + double(k);
+  std::vector<double> const buffer = layout.to_buffer(packed);
+  REQUIRE(buffer.size() == layout.buffer_size);
+  CHECK(layout.to_packed(buffer) == packed);
+  std::size_t nonzero = 0;
+  for (double v : buffer) nonzero += v != 0.0;
+  CHECK(nonzero == layout.size);
+  for (std::size_t i = 0; i < layout.tensors.size(); ++i)
+    CHECK(buffer[layout.buffer_offsets[i]] == packed[layout.tensors[i].offset]);
+  CHECK_THROWS_WITH_AS(layout.to_buffer(std::vector<double>(3)),
+                       doctest::Contains(("ParameterLayout::to_buffer: expected " + std::to_string(layout.size)).c_str()), dpk::Error);
+  CHECK_THROWS_WITH_AS(layout.to_packed(packed), doctest::Contains("ParameterLayout::to_packed"), dpk::Error);
+}

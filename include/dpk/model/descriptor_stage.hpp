@@ -49,8 +49,8 @@ class DescriptorStage {
     sel_offset_.assign(1, 0);
     for (int s : config.sel) sel_offset_.push_back(sel_offset_.back() + s);
     shapes_ = layout.embedding_shapes;
-    offsets_ = layout.embedding_offsets;
-    embedding_ = nn::NetworkFamily<Scalar, ExecutionSpace>(shapes_, offsets_, "dpk::model::embedding");
+    packed_offsets_ = layout.embedding_offsets;  // the tables read parameters_host()
+    embedding_ = nn::NetworkFamily<Scalar, ExecutionSpace>(shapes_, layout.embedding_buffer_offsets, "dpk::model::embedding");
     embedding_.set_host_chunk_rows(default_embedding_chunk_rows());
     embedding_.set_unit_input_tangents(env_switch("DPK_EMBEDDING_UNIT_TANGENTS", true,
                                                   "0 (tangents through the layers) or 1 (unit tangents)"));
@@ -133,7 +133,7 @@ class DescriptorStage {
                                            double extrapolate) const {
     auto const range = embedding_input_range(avg_, std_, config_.sel, config_.type_one_side, config_.rcut_smth,
                                              config_.rcut, rmin);
-    return dpk::build_embedding_table(shapes_, offsets_, params, range, step, extrapolate);
+    return dpk::build_embedding_table(shapes_, packed_offsets_, params, range, step, extrapolate);
   }
   /// Uses `table` instead of the embedding nets (an empty table switches back to the nets).
   void set_embedding_table(EmbeddingTableData const& table) {
@@ -389,7 +389,7 @@ class DescriptorStage {
   bool pair_rows_ = true;  ///< see set_embedding_pair_rows
   std::vector<int> sel_offset_;
   std::vector<nn::LayerShape> shapes_;
-  std::vector<std::vector<nn::LayerOffsets>> offsets_;
+  std::vector<std::vector<nn::LayerOffsets>> packed_offsets_;  ///< the embedding nets' tensors in packed order (tables)
   nn::NetworkFamily<Scalar, ExecutionSpace> embedding_;
   std::vector<double> avg_, std_;
   EnvironmentStatistics<Scalar, memory_space> stats_, unit_;

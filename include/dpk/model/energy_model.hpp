@@ -47,7 +47,9 @@ struct FlopCount {
 };
 
 /// se_e2_a descriptor + per-type energy fitting nets, templated on precision and execution space.
-/// All parameters live in one flat device buffer (`parameters()`), their gradient in another.
+/// All parameters live in one flat device buffer (`parameters()`), their gradient in another,
+/// each tensor at its ParameterLayout::buffer_offsets entry (tensors start on cache lines; the
+/// host-side exchanges, set_parameters / parameters_host / gradient_host, use the packed order).
 template <class Scalar, class ExecutionSpace>
 class EnergyModel {
   static_assert(Kokkos::is_execution_space<ExecutionSpace>::value, "dpk: ExecutionSpace must be a Kokkos execution space");
@@ -62,8 +64,8 @@ class EnergyModel {
       : descriptor_(descriptor), fitting_(fitting), ntypes_(checked_ntypes(descriptor, fitting, ntypes)),
         layout_(descriptor, fitting, ntypes), descriptor_stage_(descriptor, layout_, ntypes),
         fitting_stage_(layout_, ntypes, descriptor.neuron.back() * descriptor.axis_neuron) {
-    params_ = zeroed_vector<Scalar, memory_space>("dpk::model::parameters", layout_.size);
-    grad_ = zeroed_vector<Scalar, memory_space>("dpk::model::gradient", layout_.size);
+    params_ = zeroed_vector<Scalar, memory_space>("dpk::model::parameters", layout_.buffer_size);
+    grad_ = zeroed_vector<Scalar, memory_space>("dpk::model::gradient", layout_.buffer_size);
   }
 
   /// Hyperparameters.
@@ -73,26 +75,30 @@ class EnergyModel {
   /// Layout of the flat buffers.
   std::vector<TensorInfo> const& tensors() const { return layout_.tensors; }
   ParameterLayout const& layout() const { return layout_; }
+  /// Number of parameters (the packed order's length).
   std::size_t num_parameters() const { return layout_.size; }
-  /// Flat parameter buffer (device).
+  /// Length of the parameter and gradient buffers (num_parameters plus the gaps between tensors).
+  std::size_t buffer_size() const { return layout_.buffer_size; }
+  /// Flat parameter buffer (device), in buffer order (layout().buffer_offsets).
   View1<Scalar, memory_space> parameters() const { return params_; }
-  /// Flat gradient buffer (device), written by backward().
+  /// Flat gradient buffer (device, buffer order), written by backward(); zero between tensors.
   View1<Scalar, memory_space> gradient() const { return grad_; }
 
   /// SPEC.md section 5 initialisation from `seed`.
   void initialize_parameters(std::uint64_t seed) { set_parameters(initial_parameters(layout_, seed)); }
-  /// Copies host values (layout order) into the parameter buffer.
+  /// Copies host values (packed layout order) into the parameter buffer.
   void set_parameters(std::vector<double> const& values) {
     require(values.size() == layout_.size, "EnergyModel::set_parameters: expected " + std::to_string(layout_.size) +
                                                " values, got " + std::to_string(values.size()));
+    std::vector<double> const placed = layout_.to_buffer(values);
     auto host = Kokkos::create_mirror_view(params_);
-    for (std::size_t k = 0; k < values.size(); ++k) host(k) = static_cast<Scalar>(values[k]);
+    for (std::size_t k = 0; k < placed.size(); ++k) host(k) = static_cast<Scalar>(placed[k]);
     Kokkos::deep_copy(params_, host);
   }
-  /// Parameters as host doubles (layout order).
-  std::vector<double> parameters_host() const { return to_host(params_); }
-  /// Gradient as host doubles (layout order).
-  std::vector<double> gradient_host() const { return to_host(grad_); }
+  /// Parameters as host doubles (packed layout order).
+  std::vector<double> parameters_host() const { return layout_.to_packed(to_host(params_)); }
+  /// Gradient as host doubles (packed layout order).
+  std::vector<double> gradient_host() const { return layout_.to_packed(to_host(grad_)); }
 
   /// Normalisation statistics avg/std, shape (ntypes, nnei, 4) flattened. They must be uniform
   /// over the slots of each type block, as DeePMD-kit's statistics are.

@@ -29,7 +29,7 @@ class FittingStage {
   /// The fitting nets of `layout` for `ntypes` centre types on descriptors of `width` columns.
   FittingStage(ParameterLayout const& layout, int ntypes, int width)
       : ntypes_(ntypes), width_(width),
-        nets_(layout.fitting_shapes, layout.fitting_offsets, "dpk::model::fitting") {
+        nets_(layout.fitting_shapes, layout.fitting_buffer_offsets, "dpk::model::fitting") {
     nets_.set_transposed_weights(false);  // 1600 x 240 per net: more to transpose than it saves
     set_energy_bias(std::vector<double>(ntypes, 0.0));
   }

@@ -169,7 +169,7 @@ class Trainer {
       validation_sampler_.emplace(std::move(validation), config_.training.validation_data->batch_size, seed + 1,
                                   valid_options);
     }
-    adam_ = std::make_unique<Adam<Scalar, ExecutionSpace>>(model_->num_parameters());
+    adam_ = std::make_unique<Adam<Scalar, ExecutionSpace>>(model_->buffer_size());
   }
 
   /// Runs from the current state (fresh, --init-model or --restart) to numb_steps or stop_at.
@@ -343,8 +343,8 @@ class Trainer {
     if (checkpoint) {
       d.step = step_;
       d.adam_step = adam_->step_count();
-      d.adam_m = adam_->first_moment_host();
-      d.adam_v = adam_->second_moment_host();
+      d.adam_m = model_->layout().to_packed(adam_->first_moment_host());  // files: packed order
+      d.adam_v = model_->layout().to_packed(adam_->second_moment_host());
       d.sampler_states = comm_.gather_strings(sampler_->rng_state());
       if (validation_sampler_) d.training["validation_sampler_state"] = validation_sampler_->rng_state();
     }
@@ -461,7 +461,12 @@ class Trainer {
       ModelFileData const d = read_model_file(file);
       require(d.kind == "checkpoint", "restart: '" + file + "' is a model file, not a checkpoint (use --init-model)");
       load_weights(d, file, ModelTables::install);
-      adam_->set_state(d.adam_m, d.adam_v, d.adam_step);
+      ParameterLayout const& layout = model_->layout();
+      require(d.adam_m.size() == layout.size && d.adam_v.size() == layout.size,
+              "restart: '" + file + "' has Adam moments of " + std::to_string(d.adam_m.size()) + "/" +
+                  std::to_string(d.adam_v.size()) + " values; the model has " + std::to_string(layout.size) +
+                  " parameters");
+      adam_->set_state(layout.to_buffer(d.adam_m), layout.to_buffer(d.adam_v), d.adam_step);
       step_ = d.step;
       require(int(d.sampler_states.size()) == comm_.size(),
               "restart: '" + file + "' was written by " + std::to_string(d.sampler_states.size()) +
