@@ -371,6 +371,129 @@ TEST_CASE_TEMPLATE("dpk's two-pair weight-gradient kernel equals plain loops, an
   }
 }
 
+TEST_CASE_TEMPLATE("dpk's long-sum kernel equals plain loops, and gemm through it where B's rows lie on cache lines",
+                   Scalar, double, float) {
+  // C = beta C + alpha A B (core/small_gemm_long.hpp): C's rows around the register blocks (12
+  // or 6, then 4, then single rows), columns around the two-vector tiles, short and long sums,
+  // every operand inside a wider matrix (B's rows then off cache lines: the kernel itself reads
+  // any rows), beta 0 and 1, alpha 1 and not. Then blas::gemm on a fitting net's first-layer
+  // shape in a host thread and on the execution space, with B on cache lines and off them.
+  using Right = Kokkos::View<Scalar**, Kokkos::LayoutRight, Kokkos::HostSpace>;
+  double const tol = sizeof(Scalar) == 8 ? 1e-13 : 2e-5;
+  auto value = [](int i, int j, int salt) { return Scalar(0.01 * ((i * 37 + j * 11 + salt) % 101) - 0.5); };
+  {
+    char const* const saved = std::getenv("DPK_LONG_SUM_KERNEL");
+    std::string const kept = saved ? saved : "";
+    ::unsetenv("DPK_LONG_SUM_KERNEL");
+    CHECK(dpk::blas::detail::long_sum_kernel_use(true));
+    CHECK_FALSE(dpk::blas::detail::long_sum_kernel_use(false));
+    ::setenv("DPK_LONG_SUM_KERNEL", "0", 1);
+    CHECK_FALSE(dpk::blas::detail::long_sum_kernel_use(true));
+    ::setenv("DPK_LONG_SUM_KERNEL", "1", 1);
+    CHECK(dpk::blas::detail::long_sum_kernel_use(false));
+    ::setenv("DPK_LONG_SUM_KERNEL", "yes", 1);
+    CHECK_THROWS_WITH_AS(dpk::blas::detail::long_sum_kernel_use(true),
+                         doctest::Contains("DPK_LONG_SUM_KERNEL: expected 0 (the BLAS) or 1 (dpk's long-sum kernel), got 'yes'"),
+                         dpk::Error);
+    if (saved)
+      ::setenv("DPK_LONG_SUM_KERNEL", kept.c_str(), 1);
+    else
+      ::unsetenv("DPK_LONG_SUM_KERNEL");
+  }
+  CHECK(dpk::blas::detail::long_sum_gemm_shape(128, 240, 1600));  // a fitting net's first layer
+  CHECK(dpk::blas::detail::long_sum_gemm_shape(1, 16, 1024));
+  CHECK_FALSE(dpk::blas::detail::long_sum_gemm_shape(128, 240, 240));  // its next layers
+  CHECK_FALSE(dpk::blas::detail::long_sum_gemm_shape(128, 15, 1600));
+  CHECK_FALSE(dpk::blas::detail::long_sum_gemm_shape(0, 240, 1600));
+  alignas(64) Scalar line[64] = {};
+  CHECK(dpk::blas::detail::rows_on_cache_lines(line, 64 / sizeof(Scalar)));
+  CHECK_FALSE(dpk::blas::detail::rows_on_cache_lines(line + 1, 64 / sizeof(Scalar)));
+  CHECK_FALSE(dpk::blas::detail::rows_on_cache_lines(line, 64 / sizeof(Scalar) + 1));
+#if defined(DPK_HAS_SMALL_GEMM)
+  for (int const m : {1, 3, 4, 5, 12, 13, 29})
+    for (int const n : {1, 15, 16, 17, 33, 47, 240})
+      for (int const k : {5, 1030})
+        for (int const beta : {0, 1}) {
+          Scalar const alpha = beta == 1 ? Scalar(0.25) : Scalar(1);
+          CAPTURE(m);
+          CAPTURE(n);
+          CAPTURE(k);
+          CAPTURE(beta);
+          Right a("a", m, k + 3), b("b", k, n + 5), c("c", m, n + 5);
+          for (int i = 0; i < m; ++i)
+            for (int l = 0; l < k + 3; ++l) a(i, l) = value(i, l, 3);
+          for (int l = 0; l < k; ++l)
+            for (int j = 0; j < n + 5; ++j) b(l, j) = value(l, j, 7);
+          for (int i = 0; i < m; ++i)
+            for (int j = 0; j < n + 5; ++j) c(i, j) = value(i, j, 11);
+          dpk::blas::detail::SmallGemmArgs<Scalar> g{m, n, k, a.data(), k + 3, 1, b.data(), n + 5, c.data(), n + 5,
+                                                     beta == 1, false, alpha};
+          dpk::blas::detail::long_sum_gemm(g);
+          int bad = 0;
+          for (int i = 0; i < m; ++i)
+            for (int j = 0; j < n + 5; ++j) {
+              double want = double(value(i, j, 11));
+              if (j < n) {
+                double sum = 0;
+                for (int l = 0; l < k; ++l) sum += double(a(i, l)) * double(b(l, j));
+                want = beta * want + double(alpha) * sum;
+              }
+              if (!(double(c(i, j)) == doctest::Approx(want).epsilon(tol).scale(1.0))) ++bad;  // spare columns kept
+            }
+          CHECK(bad == 0);
+        }
+#endif
+  // blas::gemm on the first fitting layer's shape (64 rows, 1600 -> 240): the same sums as plain
+  // loops whether the kernel takes the product (B from its own allocation: rows of 960 or 1920
+  // bytes on cache lines) or not (B one column further on); where the kernel is compiled in and
+  // enabled, the aligned product is the kernel's, bit for bit.
+  int const m = 64, k = 1600, n = 240;
+  Right x("x", m, k), c("c", m, n), direct("direct", m, n);
+  dpk::View1<Scalar, Kokkos::HostSpace> w("w", std::size_t(k) * n + 1);
+  for (int i = 0; i < m; ++i)
+    for (int l = 0; l < k; ++l) x(i, l) = value(i, l, 1);
+  for (int const shift : {0, 1}) {
+    CAPTURE(shift);
+    Right const b(w.data() + shift, k, n);  // contiguous rows of n, from the allocation's start or one further
+    for (int l = 0; l < k; ++l)
+      for (int j = 0; j < n; ++j) b(l, j) = value(l, j, 2);
+    CHECK(dpk::blas::detail::rows_on_cache_lines(b.data(), std::ptrdiff_t(b.stride(0))) == (shift == 0));
+    std::vector<double> want(std::size_t(m) * n);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int l = 0; l < k; ++l) sum += double(x(i, l)) * double(b(l, j));
+        want[std::size_t(i) * n + j] = sum;
+      }
+    auto check = [&](char const* how) {
+      CAPTURE(how);
+      int bad = 0;
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j)
+          if (!(double(c(i, j)) == doctest::Approx(want[std::size_t(i) * n + j]).epsilon(tol).scale(1.0))) ++bad;
+      CHECK(bad == 0);
+    };
+    Kokkos::deep_copy(c, Scalar(7));
+    dpk::blas::gemm(dpk::InThread{}, "N", "N", Scalar(1), x, b, Scalar(0), c);
+    check("in a host thread");
+#if defined(DPK_HAS_SMALL_GEMM)
+    if (shift == 0 && dpk::blas::detail::long_sum_kernel_enabled()) {
+      dpk::blas::detail::long_sum_gemm(dpk::blas::detail::SmallGemmArgs<Scalar>{
+          m, n, k, x.data(), k, 1, b.data(), std::ptrdiff_t(b.stride(0)), direct.data(), n, false, false, Scalar(1)});
+      int differ = 0;
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) differ += c(i, j) != direct(i, j);
+      CHECK(differ == 0);
+    }
+#endif
+    if constexpr (Kokkos::SpaceAccessibility<dpk::DefaultExecutionSpace, Kokkos::HostSpace>::accessible) {
+      Kokkos::deep_copy(c, Scalar(7));
+      dpk::blas::gemm(dpk::DefaultExecutionSpace(), "N", "N", Scalar(1), x, b, Scalar(0), c);
+      check("on the execution space");
+    }
+  }
+}
+
 TEST_CASE_TEMPLATE("in-thread gemm (host BLAS and KokkosBatched serial) equals plain loops for every op", Scalar, double,
                    float) {
   // The product a host thread makes on its own block: through the host BLAS (unit-stride rows)

@@ -76,15 +76,16 @@ inline std::pair<std::size_t, std::size_t> block_columns(std::size_t columns, in
   return {edge(k), edge(k + 1)};
 }
 
-/// C = beta C + alpha op(A) op(B) on `space` in one call: on host spaces dpk's small-matrix kernel
-/// when it takes the product (after a fence), else Kokkos Kernels (host BLAS / cuBLAS).
+/// C = beta C + alpha op(A) op(B) on `space` in one call: on host spaces dpk's long-sum or
+/// small-matrix kernel when one takes the product (after a fence), else Kokkos Kernels (host BLAS / cuBLAS).
 template <class ExecutionSpace, class AView, class BView, class CView>
 void gemm_whole(ExecutionSpace const& space, const char* trans_a, const char* trans_b,
                 typename AView::const_value_type alpha, AView const& a, BView const& b,
                 typename CView::const_value_type beta, CView const& c) {
   if constexpr (host_schedule_v<ExecutionSpace>) {
     space.fence();
-    if (small_gemm_views(transposed(trans_a), transposed(trans_b), alpha, a, b, beta, c)) return;
+    bool const ta = transposed(trans_a), tb = transposed(trans_b);
+    if (long_sum_gemm_views(ta, tb, alpha, a, b, beta, c) || small_gemm_views(ta, tb, alpha, a, b, beta, c)) return;
   }
   gemm_kk(space, trans_a, trans_b, alpha, a, b, beta, c);
 }

@@ -12,6 +12,7 @@
 #include <KokkosBatched_Gemm_Serial_Impl.hpp>
 #include <KokkosKernels_config.h>
 #include <dpk/core/small_gemm.hpp>
+#include <dpk/core/small_gemm_long.hpp>
 #include <dpk/core/threads.hpp>
 
 #include <algorithm>
@@ -192,15 +193,38 @@ bool small_gemm_views(bool trans_a, bool trans_b, typename AView::const_value_ty
   return false;
 }
 
+/// C = beta C + alpha A B with dpk's long-sum kernel (core/small_gemm_long.hpp) when it is
+/// compiled in and enabled (long_sum_kernel_enabled) and takes the product: no transposes, beta
+/// 0 or 1, float or double, rows of A, B and C of unit stride, the shape of long_sum_gemm_shape
+/// and B's rows on cache lines. False (nothing done) otherwise.
+template <class AView, class BView, class CView>
+bool long_sum_gemm_views(bool trans_a, bool trans_b, typename AView::const_value_type alpha, AView const& a,
+                         BView const& b, typename CView::const_value_type beta, CView const& c) {
+#if defined(DPK_HAS_SMALL_GEMM)
+  using Scalar = typename CView::non_const_value_type;
+  if constexpr ((std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>) &&
+                std::is_same_v<typename BView::non_const_value_type, Scalar>) {
+    if (trans_a || trans_b || (beta != Scalar(0) && beta != Scalar(1)) || a.stride(1) != 1 || b.stride(1) != 1 ||
+        c.stride(1) != 1 || !long_sum_kernel_enabled() || !long_sum_gemm_shape(c.extent(0), c.extent(1), a.extent(1)) ||
+        !rows_on_cache_lines(b.data(), std::ptrdiff_t(b.stride(0))))
+      return false;
+    long_sum_gemm(small_gemm_args(false, false, Scalar(alpha), a, b, beta != Scalar(0), c));
+    return true;
+  }
+#endif
+  (void)trans_a, (void)trans_b, (void)alpha, (void)a, (void)b, (void)beta, (void)c;
+  return false;
+}
+
 /// C = beta C + alpha op(A) op(B) from inside a host parallel region (one thread's block), with
-/// no fence and no Kokkos Tools region: dpk's small-matrix kernel when it takes the product
-/// (small_gemm_views); otherwise rows of unit stride in float/double go to the host BLAS,
+/// no fence and no Kokkos Tools region: dpk's long-sum or small-matrix kernel when one takes the
+/// product (long_sum_gemm_views, small_gemm_views); otherwise rows of unit stride in float/double go to the host BLAS,
 /// everything else to KokkosBatched's serial GEMM.
 template <class AView, class BView, class CView>
 void gemm_in_thread(const char* trans_a, const char* trans_b, typename AView::const_value_type alpha, AView const& a,
                     BView const& b, typename CView::const_value_type beta, CView const& c) {
   bool const ta = transposed(trans_a), tb = transposed(trans_b);
-  if (small_gemm_views(ta, tb, alpha, a, b, beta, c)) return;
+  if (long_sum_gemm_views(ta, tb, alpha, a, b, beta, c) || small_gemm_views(ta, tb, alpha, a, b, beta, c)) return;
 #if defined(DPK_HAS_HOST_BLAS)
   using Scalar = typename CView::non_const_value_type;
   if constexpr (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>) {

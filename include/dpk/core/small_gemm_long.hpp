@@ -1,0 +1,97 @@
+#pragma once
+/// \file small_gemm_long.hpp
+/// \brief dpk's kernel for C = [C +] alpha A B with long sums and B read where it lies: the
+/// fitting nets' first-layer forward and tangent products (X W with X: rows x 1600, W: 1600 x 240).
+///
+/// Each tile of C (R rows x two vectors) is summed over all k terms in registers and written
+/// once: A's elements broadcast from its rows, B's rows loaded in place. The host BLAS packs all
+/// of W (1.5 MB in float32) again for every call, four calls per type and step; read in place,
+/// W must start on a cache line with rows a whole number of lines long (the model's buffers
+/// place each tensor so, model/parameters.hpp), else the split loads cost the gain
+/// (docs/performance.md, "Thirty-first session" and "Thirty-second session"). Compiled where
+/// core/small_gemm.hpp's vectors are (AVX-512 or AVX2).
+
+#include <dpk/core/env_switch.hpp>
+#include <dpk/core/small_gemm.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dpk::blas::detail {
+
+/// Whether the long-sum kernel takes C = A B of `rows` x `columns` with sums of `sum` terms:
+/// sums of at least 1024 terms (the fitting nets' first layers; on their 240-term layers it ran
+/// no faster than OpenBLAS) and at least 16 columns.
+inline bool long_sum_gemm_shape(std::size_t rows, std::size_t columns, std::size_t sum) {
+  return rows > 0 && columns >= 16 && sum >= 1024;
+}
+
+/// Whether blas::gemm gives such products to the long-sum kernel: DPK_LONG_SUM_KERNEL 0 no, 1
+/// yes, unset or empty `fallback`; any other value is a dpk::Error naming the variable.
+inline bool long_sum_kernel_use(bool fallback) {
+  return env_switch("DPK_LONG_SUM_KERNEL", fallback, "0 (the BLAS) or 1 (dpk's long-sum kernel)");
+}
+
+/// Whether B's rows start on 64-byte cache lines: `b` on a line and a row pitch of whole lines.
+template <class Scalar>
+bool rows_on_cache_lines(Scalar const* b, std::ptrdiff_t pitch) {
+  return reinterpret_cast<std::uintptr_t>(b) % 64 == 0 && (std::size_t(pitch) * sizeof(Scalar)) % 64 == 0;
+}
+
+#if defined(DPK_HAS_SMALL_GEMM)
+
+/// long_sum_kernel_use with this build's default: yes in AVX-512 builds (measured there against
+/// OpenBLAS' AVX-512 kernels), no in AVX2 builds (not measured). Read once per process.
+inline bool long_sum_kernel_enabled() {
+#if defined(DPK_SMALL_GEMM_AVX512)
+  constexpr bool fallback = true;
+#else
+  constexpr bool fallback = false;
+#endif
+  static bool const use = long_sum_kernel_use(fallback);
+  return use;
+}
+
+/// Rows of C per register tile of two vectors: 12 x 2 accumulators with AVX-512's 32 registers,
+/// 6 x 2 with AVX2's 16 (with the two vectors of B and one broadcast).
+template <class Scalar>
+constexpr int long_sum_block_rows() {
+  return Simd<Scalar>::registers == 32 ? 12 : 6;
+}
+
+/// Rows [i0, i0 + R) of C, tile by tile of two vectors (the last tile one vector or partial),
+/// each summed over all k terms (small_gemm_rows: sums in order l = 0 .. k - 1).
+template <class Scalar, int R>
+inline void long_sum_row_block(SmallGemmArgs<Scalar> const& g, int i0) {
+  constexpr int lanes = Simd<Scalar>::lanes, tile = 2 * lanes;
+  for (int j0 = 0; j0 < g.n; j0 += tile) {
+    SmallGemmArgs<Scalar> p = g;
+    p.b = g.b + j0;
+    p.c = g.c + j0;
+    p.n = g.n - j0 < tile ? g.n - j0 : tile;
+    if (p.n > lanes)
+      small_gemm_rows<Scalar, 2, R>(p, i0);
+    else
+      small_gemm_rows<Scalar, 1, R>(p, i0);
+  }
+}
+
+/// C = [C +] alpha A B (g.trans_b false) with B's rows read in place: row blocks of
+/// long_sum_block_rows, then of 4, then single rows.
+template <class Scalar>
+inline void long_sum_gemm(SmallGemmArgs<Scalar> const& g) {
+  constexpr int R = long_sum_block_rows<Scalar>();
+  int i = 0;
+  for (; i + R <= g.m; i += R) long_sum_row_block<Scalar, R>(g, i);
+  if constexpr (R > 4)
+    for (; i + 4 <= g.m; i += 4) long_sum_row_block<Scalar, 4>(g, i);
+  for (; i < g.m; ++i) long_sum_row_block<Scalar, 1>(g, i);
+}
+
+#else
+
+inline bool long_sum_kernel_enabled() { return false; }
+
+#endif  // DPK_HAS_SMALL_GEMM
+
+}  // namespace dpk::blas::detail
