@@ -50,7 +50,8 @@ class DescriptorStage {
     for (int s : config.sel) sel_offset_.push_back(sel_offset_.back() + s);
     shapes_ = layout.embedding_shapes;
     packed_offsets_ = layout.embedding_offsets;  // the tables read parameters_host()
-    embedding_ = nn::NetworkFamily<Scalar, ExecutionSpace>(shapes_, layout.embedding_buffer_offsets, "dpk::model::embedding");
+    embedding_ =
+        nn::NetworkFamily<Scalar, ExecutionSpace>(shapes_, layout.embedding_buffer_offsets, "dpk::model::embedding");
     embedding_.set_host_chunk_rows(default_embedding_chunk_rows());
     embedding_.set_unit_input_tangents(env_switch("DPK_EMBEDDING_UNIT_TANGENTS", true,
                                                   "0 (tangents through the layers) or 1 (unit tangents)"));

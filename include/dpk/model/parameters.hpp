@@ -18,7 +18,7 @@
 
 namespace dpk {
 
-/// Layout of all parameters: the tensors in buffer order and, per network, each layer's offsets.
+/// Layout of all parameters: the tensors in order and, per network, each layer's offsets.
 ///
 /// Two placements of the same tensors, in the same order: packed (`TensorInfo::offset`, `size`:
 /// back to back, as model files, checkpoints and DeePMD-kit's weights list them, and as
@@ -26,7 +26,7 @@ namespace dpk {
 /// (`buffer_offsets`, `buffer_size`: each tensor starting on a multiple of buffer_alignment
 /// scalars, zeros between them). Rows of a weight matrix whose width is a multiple of 16 then
 /// start on cache lines in the buffers, which dpk's in-place product kernels need
-/// (core/small_gemm_wide.hpp: the fitting nets' 1600 x 240 weights; packed, the water model's lie
+/// (core/small_gemm_long.hpp: the fitting nets' 1600 x 240 weights; packed, the water model's lie
 /// 16 and 20 bytes off a line). Gradients and Adam moments of the gaps stay zero.
 struct ParameterLayout {
   /// Scalars from one tensor's start in the buffers to the next one's at least: 64 bytes of
