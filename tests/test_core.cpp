@@ -244,6 +244,41 @@ TEST_CASE_TEMPLATE("in-thread gemm_tn_sum equals plain loops, one-column A (summ
         }
 }
 
+/// Elements of the matrix `c` that differ from `want` (its values row by row) by more than
+/// `tol`, relative (absolute below 1).
+template <class CView>
+int mismatches(CView const& c, std::vector<double> const& want, double tol) {
+  int const m = int(c.extent(0)), n = int(c.extent(1));
+  int bad = 0;
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j)
+      if (!(double(c(i, j)) == doctest::Approx(want[std::size_t(i) * n + j]).epsilon(tol).scale(1.0))) ++bad;
+  return bad;
+}
+
+/// A kernel's 0/1 switch `name`, read by `use(fallback)`: unset gives the fallback, 0 and 1 their
+/// value, anything else an error whose message starts with `expected`; the variable is restored
+/// afterwards (the ctest variants set it; the kernels read it once per process).
+template <class Use>
+void check_kernel_switch(char const* name, Use const& use, std::string const& expected) {
+  CAPTURE(name);
+  char const* const saved = std::getenv(name);
+  std::string const kept = saved ? saved : "";
+  ::unsetenv(name);
+  CHECK(use(true));
+  CHECK_FALSE(use(false));
+  ::setenv(name, "0", 1);
+  CHECK_FALSE(use(true));
+  ::setenv(name, "1", 1);
+  CHECK(use(false));
+  ::setenv(name, "on", 1);
+  CHECK_THROWS_WITH_AS(use(true), doctest::Contains((expected + ", got 'on'").c_str()), dpk::Error);
+  if (saved)
+    ::setenv(name, kept.c_str(), 1);
+  else
+    ::unsetenv(name);
+}
+
 TEST_CASE_TEMPLATE("dpk's two-pair weight-gradient kernel equals plain loops, and gemm_tn_sum through it", Scalar,
                    double, float) {
   // C = beta C + alpha (A0^T B0 + A1^T B1) (core/small_gemm_tn_sum.hpp): C's rows around the
@@ -256,26 +291,8 @@ TEST_CASE_TEMPLATE("dpk's two-pair weight-gradient kernel equals plain loops, an
   using Left = Kokkos::View<Scalar**, Kokkos::LayoutLeft, Kokkos::HostSpace>;
   double const tol = sizeof(Scalar) == 8 ? 1e-13 : 2e-5;
   auto value = [](int i, int j, int salt) { return Scalar(0.01 * ((i * 37 + j * 11 + salt) % 101) - 0.5); };
-  {
-    // The switch (read once per process by tn_sum_kernel_enabled; the ctest variants set it).
-    char const* const saved = std::getenv("DPK_TN_SUM_KERNEL");
-    std::string const kept = saved ? saved : "";
-    ::unsetenv("DPK_TN_SUM_KERNEL");
-    CHECK(dpk::blas::detail::tn_sum_kernel_use(true));
-    CHECK_FALSE(dpk::blas::detail::tn_sum_kernel_use(false));
-    ::setenv("DPK_TN_SUM_KERNEL", "0", 1);
-    CHECK_FALSE(dpk::blas::detail::tn_sum_kernel_use(true));
-    ::setenv("DPK_TN_SUM_KERNEL", "1", 1);
-    CHECK(dpk::blas::detail::tn_sum_kernel_use(false));
-    ::setenv("DPK_TN_SUM_KERNEL", "on", 1);
-    CHECK_THROWS_WITH_AS(dpk::blas::detail::tn_sum_kernel_use(true),
-                         doctest::Contains("DPK_TN_SUM_KERNEL: expected 0 (the BLAS) or 1 (dpk's two-pair kernel), got 'on'"),
-                         dpk::Error);
-    if (saved)
-      ::setenv("DPK_TN_SUM_KERNEL", kept.c_str(), 1);
-    else
-      ::unsetenv("DPK_TN_SUM_KERNEL");
-  }
+  check_kernel_switch("DPK_TN_SUM_KERNEL", dpk::blas::detail::tn_sum_kernel_use,
+                      "DPK_TN_SUM_KERNEL: expected 0 (the BLAS) or 1 (dpk's two-pair kernel)");
   CHECK(dpk::blas::detail::tn_sum_kernel_shape(1600, 240));  // the fitting nets' weights
   CHECK(dpk::blas::detail::tn_sum_kernel_shape(240, 240));
   CHECK_FALSE(dpk::blas::detail::tn_sum_kernel_shape(50, 100));  // the embedding nets'
@@ -353,11 +370,7 @@ TEST_CASE_TEMPLATE("dpk's two-pair weight-gradient kernel equals plain loops, an
     }
   auto check = [&](char const* how) {
     CAPTURE(how);
-    int bad = 0;
-    for (int i = 0; i < m; ++i)
-      for (int j = 0; j < n; ++j)
-        if (!(double(c(i, j)) == doctest::Approx(want[std::size_t(i) * n + j]).epsilon(tol).scale(1.0))) ++bad;
-    CHECK(bad == 0);
+    CHECK(mismatches(c, want, tol) == 0);
   };
   Kokkos::deep_copy(c, Scalar(7));
   dpk::blas::gemm_tn_sum(dpk::InThread{}, Scalar(1), x0, g0, x1, g1, Scalar(0), c, dpk::View1<Scalar, Kokkos::HostSpace>());
@@ -381,25 +394,8 @@ TEST_CASE_TEMPLATE("dpk's long-sum kernel equals plain loops, and gemm through i
   using Right = Kokkos::View<Scalar**, Kokkos::LayoutRight, Kokkos::HostSpace>;
   double const tol = sizeof(Scalar) == 8 ? 1e-13 : 2e-5;
   auto value = [](int i, int j, int salt) { return Scalar(0.01 * ((i * 37 + j * 11 + salt) % 101) - 0.5); };
-  {
-    char const* const saved = std::getenv("DPK_LONG_SUM_KERNEL");
-    std::string const kept = saved ? saved : "";
-    ::unsetenv("DPK_LONG_SUM_KERNEL");
-    CHECK(dpk::blas::detail::long_sum_kernel_use(true));
-    CHECK_FALSE(dpk::blas::detail::long_sum_kernel_use(false));
-    ::setenv("DPK_LONG_SUM_KERNEL", "0", 1);
-    CHECK_FALSE(dpk::blas::detail::long_sum_kernel_use(true));
-    ::setenv("DPK_LONG_SUM_KERNEL", "1", 1);
-    CHECK(dpk::blas::detail::long_sum_kernel_use(false));
-    ::setenv("DPK_LONG_SUM_KERNEL", "yes", 1);
-    CHECK_THROWS_WITH_AS(dpk::blas::detail::long_sum_kernel_use(true),
-                         doctest::Contains("DPK_LONG_SUM_KERNEL: expected 0 (the BLAS) or 1 (dpk's long-sum kernel), got 'yes'"),
-                         dpk::Error);
-    if (saved)
-      ::setenv("DPK_LONG_SUM_KERNEL", kept.c_str(), 1);
-    else
-      ::unsetenv("DPK_LONG_SUM_KERNEL");
-  }
+  check_kernel_switch("DPK_LONG_SUM_KERNEL", dpk::blas::detail::long_sum_kernel_use,
+                      "DPK_LONG_SUM_KERNEL: expected 0 (the BLAS) or 1 (dpk's long-sum kernel)");
   CHECK(dpk::blas::detail::long_sum_gemm_shape(128, 240, 1600));  // a fitting net's first layer
   CHECK(dpk::blas::detail::long_sum_gemm_shape(1, 16, 1024));
   CHECK_FALSE(dpk::blas::detail::long_sum_gemm_shape(128, 240, 240));  // its next layers
@@ -467,11 +463,7 @@ TEST_CASE_TEMPLATE("dpk's long-sum kernel equals plain loops, and gemm through i
       }
     auto check = [&](char const* how) {
       CAPTURE(how);
-      int bad = 0;
-      for (int i = 0; i < m; ++i)
-        for (int j = 0; j < n; ++j)
-          if (!(double(c(i, j)) == doctest::Approx(want[std::size_t(i) * n + j]).epsilon(tol).scale(1.0))) ++bad;
-      CHECK(bad == 0);
+      CHECK(mismatches(c, want, tol) == 0);
     };
     Kokkos::deep_copy(c, Scalar(7));
     dpk::blas::gemm(dpk::InThread{}, "N", "N", Scalar(1), x, b, Scalar(0), c);

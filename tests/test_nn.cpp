@@ -18,6 +18,7 @@
 #include <limits>
 #include <random>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 // A family stays copyable, as before for_each_chunk kept home ranges (a model or potential that
@@ -402,7 +403,9 @@ TEST_CASE_TEMPLATE("activation tanh in a vectorised loop (as the layers run it) 
   CHECK(differ == 0);
 }
 
-TEST_CASE("parameter layout follows DeePMD-kit's tensor names and counts") {
+/// The water example's descriptor (sel [46, 92], neuron [25, 50, 100], axis 16, type_one_side)
+/// and fitting net ([240, 240, 240], resnet_dt) settings.
+std::pair<dpk::DescriptorConfig, dpk::FittingConfig> water_settings() {
   dpk::DescriptorConfig d;
   d.sel = {46, 92};
   d.neuron = {25, 50, 100};
@@ -411,6 +414,11 @@ TEST_CASE("parameter layout follows DeePMD-kit's tensor names and counts") {
   dpk::FittingConfig f;
   f.neuron = {240, 240, 240};
   f.resnet_dt = true;
+  return {d, f};
+}
+
+TEST_CASE("parameter layout follows DeePMD-kit's tensor names and counts") {
+  auto [d, f] = water_settings();
   dpk::ParameterLayout layout(d, f, 2);
   // embedding: (1*25+25) + (25*50+50) + (50*100+100) per net; fitting: 1600*240+240 + 2*(240*240+240+240) + 241
   std::size_t const emb = 50 + 1300 + 5100, fit = 1600 * 240 + 240 + 2 * (240 * 240 + 480) + 241;
@@ -425,14 +433,7 @@ TEST_CASE("parameter layout follows DeePMD-kit's tensor names and counts") {
 }
 
 TEST_CASE("parameter layout: packed tensors for files, each tensor on a cache line in the model's buffers") {
-  dpk::DescriptorConfig d;
-  d.sel = {46, 92};
-  d.neuron = {25, 50, 100};
-  d.axis_neuron = 16;
-  d.type_one_side = true;
-  dpk::FittingConfig f;
-  f.neuron = {240, 240, 240};
-  f.resnet_dt = true;
+  auto const [d, f] = water_settings();
   dpk::ParameterLayout const layout(d, f, 2);
   std::size_t const align = dpk::ParameterLayout::buffer_alignment;
   REQUIRE(layout.buffer_offsets.size() == layout.tensors.size());

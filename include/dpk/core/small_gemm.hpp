@@ -324,6 +324,23 @@ inline void small_gemm_rows(SmallGemmArgs<Scalar> const& g, int i0) {
   small_gemm_tile_store<Scalar, NV, R>(acc, g.alpha, g.accumulate, g.c + i0 * g.ldc, g.ldc, tail);
 }
 
+/// Rows of C per register tile of two vectors in the kernels that sum a tile over all terms (the
+/// two-pair and long-sum kernels): 12 x 2 accumulators with AVX-512's 32 registers, 6 x 2 with
+/// AVX2's 16 (with the two vectors of B and one broadcast).
+template <class Scalar>
+constexpr int two_vector_tile_rows() {
+  return Simd<Scalar>::registers == 32 ? 12 : 6;
+}
+
+/// Whether the kernels that stand in for the fitting nets' BLAS calls (the two-pair and long-sum
+/// kernels) run when their variable is unset: in AVX-512 builds (measured there against
+/// OpenBLAS' AVX-512 kernels), not in AVX2 builds (not measured).
+#if defined(DPK_SMALL_GEMM_AVX512)
+inline constexpr bool fitting_kernels_by_default = true;
+#else
+inline constexpr bool fitting_kernels_by_default = false;
+#endif
+
 /// Rows per register block for NV vectors per row: as many as leave registers for the NV
 /// vectors of a row of B and one broadcast (R x NV + NV + 1 <= 32 zmm registers; with AVX2's 16
 /// ymm registers 12 x 1 or 6 x 2, see small_gemm_panel_vectors).

@@ -40,23 +40,10 @@ bool rows_on_cache_lines(Scalar const* b, std::ptrdiff_t pitch) {
 
 #if defined(DPK_HAS_SMALL_GEMM)
 
-/// long_sum_kernel_use with this build's default: yes in AVX-512 builds (measured there against
-/// OpenBLAS' AVX-512 kernels), no in AVX2 builds (not measured). Read once per process.
+/// long_sum_kernel_use with this build's default (fitting_kernels_by_default). Read once per process.
 inline bool long_sum_kernel_enabled() {
-#if defined(DPK_SMALL_GEMM_AVX512)
-  constexpr bool fallback = true;
-#else
-  constexpr bool fallback = false;
-#endif
-  static bool const use = long_sum_kernel_use(fallback);
+  static bool const use = long_sum_kernel_use(fitting_kernels_by_default);
   return use;
-}
-
-/// Rows of C per register tile of two vectors: 12 x 2 accumulators with AVX-512's 32 registers,
-/// 6 x 2 with AVX2's 16 (with the two vectors of B and one broadcast).
-template <class Scalar>
-constexpr int long_sum_block_rows() {
-  return Simd<Scalar>::registers == 32 ? 12 : 6;
 }
 
 /// Rows [i0, i0 + R) of C, tile by tile of two vectors (the last tile one vector or partial),
@@ -77,10 +64,10 @@ inline void long_sum_row_block(SmallGemmArgs<Scalar> const& g, int i0) {
 }
 
 /// C = [C +] alpha A B (g.trans_b false) with B's rows read in place: row blocks of
-/// long_sum_block_rows, then of 4, then single rows.
+/// two_vector_tile_rows, then of 4, then single rows.
 template <class Scalar>
 inline void long_sum_gemm(SmallGemmArgs<Scalar> const& g) {
-  constexpr int R = long_sum_block_rows<Scalar>();
+  constexpr int R = two_vector_tile_rows<Scalar>();
   int i = 0;
   for (; i + R <= g.m; i += R) long_sum_row_block<Scalar, R>(g, i);
   if constexpr (R > 4)

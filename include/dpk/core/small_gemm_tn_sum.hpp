@@ -57,23 +57,10 @@ inline bool tn_sum_kernel_shape(std::size_t rows, std::size_t columns) {
 
 #if defined(DPK_HAS_SMALL_GEMM)
 
-/// tn_sum_kernel_use with this build's default: yes in AVX-512 builds (measured there against
-/// OpenBLAS' AVX-512 kernels), no in AVX2 builds (not measured). Read once per process.
+/// tn_sum_kernel_use with this build's default (fitting_kernels_by_default). Read once per process.
 inline bool tn_sum_kernel_enabled() {
-#if defined(DPK_SMALL_GEMM_AVX512)
-  constexpr bool fallback = true;
-#else
-  constexpr bool fallback = false;
-#endif
-  static bool const use = tn_sum_kernel_use(fallback);
+  static bool const use = tn_sum_kernel_use(fitting_kernels_by_default);
   return use;
-}
-
-/// Rows of C per tile of two vectors: 12 x 2 accumulators with AVX-512's 32 registers, 6 x 2
-/// with AVX2's 16 (with the two vectors of B and one broadcast).
-template <class Scalar>
-constexpr int tn_sum_block_rows() {
-  return Simd<Scalar>::registers == 32 ? 12 : 6;
 }
 
 /// Rows [i0, i0 + R) and vectors [j0, j0 + NV lanes) of C (the last vector `tail`), summed over
@@ -116,7 +103,7 @@ inline void tn_sum_rows(TnSumArgs<Scalar> const& g, int i0) {
 /// Every row of C: blocks of R rows, the rest in blocks of 4 and single rows.
 template <class Scalar, bool UnitCol>
 inline void tn_sum_all_rows(TnSumArgs<Scalar> const& g) {
-  constexpr int R = tn_sum_block_rows<Scalar>();
+  constexpr int R = two_vector_tile_rows<Scalar>();
   int i = 0;
   for (; i + R <= g.m; i += R) tn_sum_rows<Scalar, R, UnitCol>(g, i);
   for (; i + 4 <= g.m; i += 4) tn_sum_rows<Scalar, 4, UnitCol>(g, i);
