@@ -85,7 +85,7 @@ void gemm_whole(ExecutionSpace const& space, const char* trans_a, const char* tr
   if constexpr (host_schedule_v<ExecutionSpace>) {
     space.fence();
     bool const ta = transposed(trans_a), tb = transposed(trans_b);
-    if (long_sum_gemm_views(ta, tb, alpha, a, b, beta, c) || small_gemm_views(ta, tb, alpha, a, b, beta, c)) return;
+    if (own_kernel_views(ta, tb, alpha, a, b, beta, c)) return;
   }
   gemm_kk(space, trans_a, trans_b, alpha, a, b, beta, c);
 }

@@ -216,15 +216,24 @@ bool long_sum_gemm_views(bool trans_a, bool trans_b, typename AView::const_value
   return false;
 }
 
+/// C = beta C + alpha op(A) op(B) with the first of dpk's own host kernels that takes the product:
+/// the long-sum kernel, then the small-matrix kernel. False (nothing done) when neither does.
+template <class AView, class BView, class CView>
+bool own_kernel_views(bool trans_a, bool trans_b, typename AView::const_value_type alpha, AView const& a,
+                      BView const& b, typename CView::const_value_type beta, CView const& c) {
+  return long_sum_gemm_views(trans_a, trans_b, alpha, a, b, beta, c) ||
+         small_gemm_views(trans_a, trans_b, alpha, a, b, beta, c);
+}
+
 /// C = beta C + alpha op(A) op(B) from inside a host parallel region (one thread's block), with
 /// no fence and no Kokkos Tools region: dpk's long-sum or small-matrix kernel when one takes the
-/// product (long_sum_gemm_views, small_gemm_views); otherwise rows of unit stride in
+/// product (own_kernel_views); otherwise rows of unit stride in
 /// float/double go to the host BLAS, everything else to KokkosBatched's serial GEMM.
 template <class AView, class BView, class CView>
 void gemm_in_thread(const char* trans_a, const char* trans_b, typename AView::const_value_type alpha, AView const& a,
                     BView const& b, typename CView::const_value_type beta, CView const& c) {
   bool const ta = transposed(trans_a), tb = transposed(trans_b);
-  if (long_sum_gemm_views(ta, tb, alpha, a, b, beta, c) || small_gemm_views(ta, tb, alpha, a, b, beta, c)) return;
+  if (own_kernel_views(ta, tb, alpha, a, b, beta, c)) return;
 #if defined(DPK_HAS_HOST_BLAS)
   using Scalar = typename CView::non_const_value_type;
   if constexpr (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>) {

@@ -48,6 +48,12 @@
 
 namespace dpk::blas::detail {
 
+/// Whether a matrix's rows start on 64-byte cache lines: `b` on a line and a row pitch of whole lines.
+template <class Scalar>
+bool rows_on_cache_lines(Scalar const* b, std::ptrdiff_t pitch) {
+  return reinterpret_cast<std::uintptr_t>(b) % 64 == 0 && (std::size_t(pitch) * sizeof(Scalar)) % 64 == 0;
+}
+
 #if defined(DPK_HAS_SMALL_GEMM)
 
 #if defined(DPK_SMALL_GEMM_AVX512)
@@ -450,8 +456,7 @@ constexpr int small_gemm_panel() {
 template <class Scalar>
 bool small_gemm_b_in_place(SmallGemmArgs<Scalar> const& g) {
   if (g.trans_b) return false;
-  bool const aligned = reinterpret_cast<std::uintptr_t>(g.b) % 64 == 0 && (g.ldb * sizeof(Scalar)) % 64 == 0;
-  return aligned || g.m < 16;
+  return rows_on_cache_lines(g.b, g.ldb) || g.m < 16;
 }
 
 /// small_gemm_nv for NV = vectors (1 .. small_gemm_panel_vectors).

@@ -32,12 +32,6 @@ inline bool long_sum_kernel_use(bool fallback) {
   return env_switch("DPK_LONG_SUM_KERNEL", fallback, "0 (the BLAS) or 1 (dpk's long-sum kernel)");
 }
 
-/// Whether B's rows start on 64-byte cache lines: `b` on a line and a row pitch of whole lines.
-template <class Scalar>
-bool rows_on_cache_lines(Scalar const* b, std::ptrdiff_t pitch) {
-  return reinterpret_cast<std::uintptr_t>(b) % 64 == 0 && (std::size_t(pitch) * sizeof(Scalar)) % 64 == 0;
-}
-
 #if defined(DPK_HAS_SMALL_GEMM)
 
 /// long_sum_kernel_use with this build's default (fitting_kernels_by_default). Read once per process.

@@ -462,10 +462,6 @@ class Trainer {
       require(d.kind == "checkpoint", "restart: '" + file + "' is a model file, not a checkpoint (use --init-model)");
       load_weights(d, file, ModelTables::install);
       ParameterLayout const& layout = model_->layout();
-      require(d.adam_m.size() == layout.size && d.adam_v.size() == layout.size,
-              "restart: '" + file + "' has Adam moments of " + std::to_string(d.adam_m.size()) + "/" +
-                  std::to_string(d.adam_v.size()) + " values; the model has " + std::to_string(layout.size) +
-                  " parameters");
       adam_->set_state(layout.to_buffer(d.adam_m), layout.to_buffer(d.adam_v), d.adam_step);
       step_ = d.step;
       require(int(d.sampler_states.size()) == comm_.size(),
