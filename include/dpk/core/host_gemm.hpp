@@ -227,8 +227,8 @@ bool own_kernel_views(bool trans_a, bool trans_b, typename AView::const_value_ty
 
 /// C = beta C + alpha op(A) op(B) from inside a host parallel region (one thread's block), with
 /// no fence and no Kokkos Tools region: dpk's long-sum or small-matrix kernel when one takes the
-/// product (own_kernel_views); otherwise rows of unit stride in
-/// float/double go to the host BLAS, everything else to KokkosBatched's serial GEMM.
+/// product (own_kernel_views); otherwise rows of unit stride in float/double go to the host BLAS,
+/// everything else to KokkosBatched's serial GEMM.
 template <class AView, class BView, class CView>
 void gemm_in_thread(const char* trans_a, const char* trans_b, typename AView::const_value_type alpha, AView const& a,
                     BView const& b, typename CView::const_value_type beta, CView const& c) {

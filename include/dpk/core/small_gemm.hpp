@@ -48,10 +48,10 @@
 
 namespace dpk::blas::detail {
 
-/// Whether a matrix's rows start on 64-byte cache lines: `b` on a line and a row pitch of whole lines.
+/// Whether a matrix's rows start on 64-byte cache lines: `data` on a line and a row pitch of whole lines.
 template <class Scalar>
-bool rows_on_cache_lines(Scalar const* b, std::ptrdiff_t pitch) {
-  return reinterpret_cast<std::uintptr_t>(b) % 64 == 0 && (std::size_t(pitch) * sizeof(Scalar)) % 64 == 0;
+bool rows_on_cache_lines(Scalar const* data, std::ptrdiff_t pitch) {
+  return reinterpret_cast<std::uintptr_t>(data) % 64 == 0 && (std::size_t(pitch) * sizeof(Scalar)) % 64 == 0;
 }
 
 #if defined(DPK_HAS_SMALL_GEMM)
