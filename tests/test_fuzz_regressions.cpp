@@ -114,7 +114,7 @@ TEST_CASE("fuzz regressions: a symlink loop below a \"systems\" folder is walked
   std::ofstream(root / "data" / "sys" / "type.raw") << "0\n";
   fs::create_directory_symlink("..", root / "data" / "sys" / "up");
   std::string const text = R"({"model": {"descriptor": {"type": "se_e2_a", "sel": [4]}, "fitting_net": {}},
-                               "training": {"training_data": {"systems": "data"}}})";
+                               "training": {"training_data": {"systems": "data"}, "numb_steps": 1}})";
   dpk::InputConfig const config = dpk::parse_input(text, "loop.json", root.string());
   CHECK(config.training.training_data.systems == std::vector<std::string>{(root / "data" / "sys").string()});
   fs::remove_all(root);

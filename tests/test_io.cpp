@@ -7,6 +7,7 @@
 
 #include <dpk/io.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -842,7 +843,8 @@ TEST_CASE("input.json: defaults, aliases, batch sizes, system folder expansion, 
   j["learning_rate"] = {{"scale_by_worker", "none"}, {"_comment", "x"}};
   CHECK(parse(j).learning_rate.scale_by_worker == "none");
 
-  // Keys DeePMD-kit accepts that dpk ignores, and unknown keys, are reported by path.
+  // DeePMD-kit keys that change nothing dpk trains, and unknown keys, are reported by path;
+  // model-changing keys at DeePMD-kit's default are accepted silently.
   j["training"]["numb_test"] = 10;
   j["training"]["time_training"] = true;
   j["training"]["profiling"] = false;
@@ -854,14 +856,14 @@ TEST_CASE("input.json: defaults, aliases, batch sizes, system folder expansion, 
   auto has_warning = [&](std::string const& path) {
     return std::any_of(c.warnings.begin(), c.warnings.end(), [&](std::string const& w) { return w.rfind(path + ":", 0) == 0; });
   };
-  CHECK(c.warnings.size() == 7);
+  CHECK(c.warnings.size() == 4);
   CHECK(has_warning("training.numb_test"));
   CHECK(has_warning("training.time_training"));
   CHECK(has_warning("training.profiling"));
-  CHECK(has_warning("model.descriptor.trainable"));
-  CHECK(has_warning("model.data_stat_nbatch"));
-  CHECK(has_warning("loss.start_pref_ae"));
   CHECK(has_warning("loss.mystery"));
+  CHECK(std::count_if(c.warnings.begin(), c.warnings.end(), [](std::string const& w) {
+          return w.find(": a DeePMD-kit key that changes nothing dpk trains; ignored") != std::string::npos;
+        }) == 3);
 
   // A folder string expands to its systems (sorted).
   fs::path const dir = scratch("input_expand");
@@ -879,6 +881,156 @@ TEST_CASE("input.json: defaults, aliases, batch sizes, system folder expansion, 
   CHECK(c.training.validation_data->numb_btch == 2);
   CHECK(c.training.validation_data->batch_size.automatic);
   fs::remove_all(dir);
+}
+
+TEST_CASE("input.json: DeePMD-kit keys that change the model are read, or refused unless at their default") {
+  // Each key with a value other than DeePMD-kit 3.2's default (deepmd.utils.argcheck) would make
+  // DeePMD-kit train another model or another schedule than dpk: refused, naming key and value.
+  struct Case {
+    std::string section, key;  ///< section path inside the input ("" = top level), key
+    nlohmann::json value;      ///< a value other than the default
+  };
+  std::vector<Case> const refused = {
+      {"model/descriptor", "trainable", false},
+      {"model/descriptor", "exclude_types", {{0, 1}}},
+      {"model/descriptor", "env_protection", 1e-3},
+      {"model/fitting_net", "numb_fparam", 2},
+      {"model/fitting_net", "numb_aparam", 1},
+      {"model/fitting_net", "dim_case_embd", 3},
+      {"model/fitting_net", "trainable", {true, false, true}},
+      {"model/fitting_net", "atom_ener", {nullptr, 0.0}},
+      {"model/fitting_net", "exclude_types", {1}},
+      {"model/fitting_net", "use_aparam_as_mask", true},
+      {"model/fitting_net", "layer_name", {"a", "b"}},
+      {"model", "type_embedding", {{"neuron", {8}}}},
+      {"model", "use_srtab", "table.txt"},
+      {"model", "modifier", {{"type", "dipole_charge"}}},
+      {"model", "spin", {{"use_spin", {true, false}}}},
+      {"model", "compress", {{"type", "se_e2_a"}}},
+      {"model", "pair_exclude_types", {{0, 0}}},
+      {"model", "atom_exclude_types", {1}},
+      {"model", "preset_out_bias", {{"energy", {1.0, nullptr}}}},
+      {"model", "out_bias", {1.0, 2.0}},
+      {"model", "model_dict", nlohmann::json::object()},
+      {"model", "bridging_method", "ZBL"},
+      {"loss", "start_pref_ae", 1.0},
+      {"loss", "limit_pref_pf", 1.0},
+      {"loss", "use_default_pf", true},
+      {"loss", "start_pref_gf", 1.0},
+      {"loss", "numb_generalized_coord", 2},
+      {"loss", "start_pref_h", 1.0},
+      {"loss", "relative_f", 0.1},
+      {"loss", "enable_atom_ener_coeff", true},
+      {"loss", "use_huber", true},
+      {"loss", "use_l1_all", true},
+      {"loss", "loss_func", "mae"},
+      {"loss", "f_use_norm", true},
+      {"loss", "intensive_ener_virial", true},
+      {"training", "opt_type", "LKF"},
+      {"training", "mixed_precision", {{"compute_prec", "float16"}}},
+      {"training", "gradient_max_norm", 5.0},
+      {"training", "enable_ema", true},
+      {"training", "acc_freq", 4},
+      {"training", "change_bias_after_training", true},
+      {"training", "disp_avg", true},
+      {"training", "warmup_steps", 100},
+      {"training", "data_dict", nlohmann::json::object()},
+      {"training", "model_prob", {{"a", 1.0}}},
+      {"training", "fitting_weight", {{"a", 1.0}}},
+      {"optimizer", "weight_decay", 1e-3},
+  };
+  for (Case const& k : refused) {
+    nlohmann::json j = minimal_input();
+    j[nlohmann::json::json_pointer("/" + k.section)][k.key] = k.value;
+    std::string const path = (k.section.empty() ? "" : k.section + "/") + k.key;
+    std::string dotted = path;
+    std::replace(dotted.begin(), dotted.end(), '/', '.');
+    CAPTURE(dotted);
+    check_error([&] { parse(j); }, {"test.json", dotted + ": " + nlohmann::json(k.value).dump().substr(0, 20),
+                                    "is not implemented by dpk", "remove the key or set it to"});
+  }
+
+  // The same keys at DeePMD-kit's defaults (also in their per-layer and null-list forms): accepted, no warning.
+  nlohmann::json j = minimal_input();
+  j["model"]["descriptor"].update({{"trainable", true}, {"exclude_types", nlohmann::json::array()}, {"env_protection", 0}});
+  j["model"]["fitting_net"].update({{"numb_fparam", 0}, {"numb_aparam", 0}, {"trainable", {true, true, true}},
+                                    {"atom_ener", {nullptr, nullptr}}, {"layer_name", nullptr}, {"rcond", nullptr}});
+  j["model"].update({{"type_embedding", nullptr}, {"pair_exclude_types", nlohmann::json::array()},
+                     {"bridging_method", "None"}});
+  j["loss"] = {{"start_pref_ae", 0}, {"loss_func", "mse"}, {"relative_f", nullptr}, {"use_huber", false}};
+  j["training"].update({{"opt_type", "Adam"}, {"gradient_max_norm", nullptr}, {"acc_freq", 1}, {"enable_ema", false}});
+  j["optimizer"] = {{"type", "Adam"}, {"weight_decay", 0.0}};
+  j["nvnmd"] = {{"enable", false}};
+  dpk::InputConfig c = parse(j);
+  CHECK(c.warnings.empty());
+  CHECK(c.optimizer.adam_beta1 == 0.9);
+  CHECK(c.optimizer.adam_beta2 == 0.999);
+  CHECK(c.statistics.nbatch == 10);
+  CHECK_FALSE(c.statistics.set_davg_zero);
+  CHECK_FALSE(c.statistics.rcond.has_value());
+
+  // Keys dpk implements.
+  j["model"]["data_stat_nbatch"] = 20;
+  j["model"]["descriptor"]["set_davg_zero"] = true;
+  j["model"]["fitting_net"]["rcond"] = 1e-3;
+  j["optimizer"] = {{"adam_beta1", 0.8}, {"adam_beta2", 0.99}};
+  j["learning_rate"] = {{"start_lr", 2e-3}, {"stop_lr_ratio", 1e-3}, {"decay_rate", 0.9}, {"smooth", true},
+                        {"warmup_ratio", 0.1}, {"warmup_start_factor", 0.2}, {"stop_lr", nullptr}};
+  c = parse(j);
+  CHECK(c.warnings.empty());
+  CHECK(c.statistics.nbatch == 20);
+  CHECK(c.statistics.set_davg_zero);
+  CHECK(c.statistics.rcond == 1e-3);
+  CHECK(c.optimizer.adam_beta1 == 0.8);
+  CHECK(c.optimizer.adam_beta2 == 0.99);
+  CHECK(c.learning_rate.stop_lr == 2e-3 * 1e-3);
+  CHECK(c.learning_rate.decay_rate == 0.9);
+  CHECK(c.learning_rate.smooth);
+  CHECK(c.learning_rate.warmup_ratio == 0.1);
+  CHECK(c.learning_rate.warmup_start_factor == 0.2);
+  j["learning_rate"] = {{"warmup_steps", 7}, {"stop_lr", 1e-6}};
+  c = parse(j);
+  CHECK(c.learning_rate.warmup_steps == 7);
+  CHECK(c.learning_rate.stop_lr == 1e-6);
+  CHECK_FALSE(c.learning_rate.decay_rate.has_value());
+
+  // Their bad values.
+  auto expect = [&](nlohmann::json const& bad, std::vector<std::string> parts) {
+    parts.insert(parts.begin(), "test.json");
+    check_error([&] { parse(bad); }, parts);
+  };
+  nlohmann::json k = minimal_input();
+  k["learning_rate"] = {{"stop_lr", 1e-6}, {"stop_lr_ratio", 1e-3}};
+  expect(k, {"learning_rate.stop_lr_ratio: is given together with stop_lr"});
+  k["learning_rate"] = {{"decay_rate", 1.5}};
+  expect(k, {"learning_rate.decay_rate: expected a number in (0, 1] or null, got 1.5"});
+  k["learning_rate"] = {{"warmup_steps", 10}, {"warmup_ratio", 0.1}};
+  expect(k, {"learning_rate.warmup_ratio: is given together with warmup_steps"});
+  k["learning_rate"] = {{"warmup_ratio", 1.0}};
+  expect(k, {"learning_rate.warmup_ratio: expected a number in [0, 1)"});
+  k = minimal_input();
+  k["model"]["data_stat_nbatch"] = 0;
+  expect(k, {"model.data_stat_nbatch: expected a positive integer, got 0"});
+  k = minimal_input();
+  k["model"]["fitting_net"]["rcond"] = -1;
+  expect(k, {"model.fitting_net.rcond: expected a non-negative number or null, got -1"});
+  k = minimal_input();
+  k["optimizer"] = {{"type", "AdamW"}};
+  expect(k, {"optimizer.type", "unsupported value \"AdamW\"", "\"Adam\""});
+  k["optimizer"] = {{"adam_beta2", 1.0}};
+  expect(k, {"optimizer.adam_beta2: expected a number in [0, 1), got 1.0"});
+  k = minimal_input();
+  k["nvnmd"] = {{"enable", true}};
+  expect(k, {"nvnmd.enable: true is not implemented by dpk"});
+  k = minimal_input();
+  k["training"]["num_epoch"] = 10;
+  expect(k, {"training.num_epoch: is not implemented by dpk; give training.numb_steps"});
+  k["training"].erase("numb_steps");
+  expect(k, {"training.num_epoch"});
+  k["training"].erase("num_epoch");
+  expect(k, {"training.numb_steps: required"});
+  k["training"]["num_steps"] = 12;  // DeePMD-kit 3.2's other names
+  CHECK(parse(k).training.numb_steps == 12);
 }
 
 TEST_CASE("input.json bad input: one error naming the file and the key path") {

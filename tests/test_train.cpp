@@ -144,6 +144,57 @@ TEST_CASE("exp learning rate: bad values are errors naming the key") {
   CHECK(contains(error_of([] { dpk::ExponentialLearningRate(1e-3, 1e-8, 10, 0); }), "training.numb_steps"));
 }
 
+TEST_CASE("exp learning rate: DeePMD-kit 3.2's warmup, smooth decay, decay_rate and stop_lr_ratio") {
+  // Expected values: DeePMD-kit 3.2.0's deepmd.dpmodel.utils.learning_rate.LearningRateExp (the
+  // schedule of its TF backend), value(step) printed with repr().
+  auto schedule = [](auto&& set, long numb_steps) {
+    dpk::LearningRateConfig c;
+    set(c);
+    return dpk::ExponentialLearningRate(c, numb_steps);
+  };
+  auto const near = [](double a, double b) { return a == doctest::Approx(b).epsilon(1e-13); };
+  {  // warmup_steps 100 from 0.1 x start_lr, then stairs of 50 steps over the 900 left
+    auto const lr = schedule([](auto& c) { c.start_lr = 1e-3, c.stop_lr = 1e-8, c.decay_steps = 50,
+                                           c.warmup_steps = 100, c.warmup_start_factor = 0.1; }, 1000);
+    CHECK(lr.warmup_steps() == 100);
+    CHECK(near(lr.decay_rate(), 0.5274997063702619));
+    std::vector<std::pair<long, double>> const expected = {{0, 0.0001}, {1, 0.000109}, {50, 0.00055}, {99, 0.000991},
+                                                           {100, 0.001}, {101, 0.001}, {149, 0.001},
+                                                           {150, 0.0005274997063702619}, {999, 1.895735652406379e-08}};
+    for (auto const& [step, value] : expected) CHECK_MESSAGE(near(lr.value(step), value), "step " << step);
+    CHECK(near(lr.ratio(50), 0.55));  // the prefactors follow the warmup too (lr / start_lr)
+  }
+  {  // smooth decay, stop_lr from stop_lr_ratio (the parser sets stop_lr = start_lr x ratio)
+    auto const lr = schedule([](auto& c) { c.start_lr = 2e-3, c.stop_lr = 2e-3 * 1e-3, c.decay_steps = 100,
+                                           c.smooth = true; }, 2000);
+    CHECK(near(lr.decay_rate(), 0.7079457843841379));
+    std::vector<std::pair<long, double>> const expected = {{0, 0.002}, {1, 0.0019931041602695367},
+                                                           {37, 0.0017600702233746457}, {1000, 6.324555320336759e-05},
+                                                           {1999, 2.006919698295679e-06}};
+    for (auto const& [step, value] : expected) CHECK_MESSAGE(near(lr.value(step), value), "step " << step);
+  }
+  {  // a given decay_rate, floored at stop_lr
+    auto const lr = schedule([](auto& c) { c.start_lr = 1e-3, c.stop_lr = 1e-5, c.decay_steps = 10,
+                                           c.decay_rate = 0.5; }, 1000);
+    std::vector<std::pair<long, double>> const expected = {{0, 0.001}, {9, 0.001}, {10, 0.0005}, {25, 0.00025},
+                                                           {999, 1e-05}};
+    for (auto const& [step, value] : expected) CHECK_MESSAGE(near(lr.value(step), value), "step " << step);
+  }
+  {  // warmup_ratio 0.05 of 1000 steps, from 0; decay_steps 5000 >= the 950 steps left shrinks to 10
+    auto const lr = schedule([](auto& c) { c.start_lr = 1e-3, c.stop_lr = 1e-6, c.decay_steps = 5000,
+                                           c.warmup_ratio = 0.05; }, 1000);
+    CHECK(lr.warmup_steps() == 50);
+    CHECK(lr.decay_steps() == 10);
+    CHECK(near(lr.decay_rate(), 0.9298674652605264));
+    CHECK(lr.value(0) == 0.0);
+    std::vector<std::pair<long, double>> const expected = {{25, 0.0005}, {49, 0.00098}, {50, 0.001}, {51, 0.001},
+                                                           {999, 1.0754220761125566e-06}};
+    for (auto const& [step, value] : expected) CHECK_MESSAGE(near(lr.value(step), value), "step " << step);
+  }
+  CHECK(contains(error_of([&] { schedule([](auto& c) { c.warmup_steps = 100; }, 100); }),
+                 "learning_rate.warmup_steps: the warmup (100 steps) must be shorter than training.numb_steps (100)"));
+}
+
 TEST_CASE("prefactor schedule and worker scaling") {
   dpk::LossConfig loss;  // water: e 0.02 -> 1, f 1000 -> 1, v 0 -> 0
   auto const lr = dpk::ExponentialLearningRate(1e-3, 3.51e-8, 5000, 1000000);
@@ -174,8 +225,14 @@ TEST_CASE_TEMPLATE("Adam matches a hand-written reference (TensorFlow form)", Sc
   std::vector<double> theta(n), m(n, 0.0), v(n, 0.0);
   for (int i = 0; i < n; ++i) theta[i] = hp(i) = Scalar(0.5 - 0.2 * i);
   Kokkos::deep_copy(params, hp);
-  dpk::Adam<Scalar, Space> adam(n);
-  double const lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8;
+  double b1 = 0.9, b2 = 0.999;  // DeePMD-kit's defaults
+  SUBCASE("default betas") {}
+  SUBCASE("other betas (input.json's optimizer.adam_beta1/2)") { b1 = 0.8, b2 = 0.99; }
+  dpk::AdamConfig config;
+  config.beta1 = b1;
+  config.beta2 = b2;
+  dpk::Adam<Scalar, Space> adam(n, config);
+  double const lr = 1e-2, eps = 1e-8;
   for (int t = 1; t <= 4; ++t) {
     std::vector<double> g(n);
     for (int i = 0; i < n; ++i) g[i] = hg(i) = Scalar(std::sin(1.0 + i * t) * (i == 3 ? 1e-9 : 1.0) + (i == 4 ? 0.0 : 0.0));
@@ -249,6 +306,17 @@ TEST_CASE("energy bias: min-norm least squares equals numpy.linalg.lstsq") {
     auto x = dpk::least_squares_min_norm(a, 5, 2, {-10.0, -13.5, -20.25, -7.0, -40.0});
     CHECK(x[0] == doctest::Approx(-3.4951994091580505).epsilon(1e-13));
     CHECK(x[1] == doctest::Approx(-4.248153618906944).epsilon(1e-13));
+  }
+  SUBCASE("full rank, rcond (model.fitting_net.rcond) cutting the smaller singular value") {
+    // singular values 8.788 and 2.961 (ratio 0.337): rcond 0.3 keeps both, 0.5 drops the second.
+    std::vector<double> const a = {2, 1, 3, 1, 1, 4, 0, 2, 5, 5};
+    std::vector<double> const e = {-10.0, -13.5, -20.25, -7.0, -40.0};
+    auto x = dpk::least_squares_min_norm(a, 5, 2, e, 0.3);  // numpy 2.4: lstsq(A, e, rcond=0.3)
+    CHECK(x[0] == doctest::Approx(-3.4951994091580505).epsilon(1e-13));
+    CHECK(x[1] == doctest::Approx(-4.248153618906944).epsilon(1e-13));
+    x = dpk::least_squares_min_norm(a, 5, 2, e, 0.5);  // numpy 2.4: lstsq(A, e, rcond=0.5)
+    CHECK(x[0] == doctest::Approx(-3.6529361417845188).epsilon(1e-13));
+    CHECK(x[1] == doctest::Approx(-4.107886296516131).epsilon(1e-13));
   }
   SUBCASE("three types, rank 2") {
     std::vector<double> const a = {1, 2, 3, 2, 1, 3, 4, 4, 8, 0, 1, 1};
@@ -710,34 +778,56 @@ std::string multi_system_input_file(std::string const& dir, nlohmann::json const
 }  // namespace
 
 TEST_CASE("trainer: descriptor statistics from data_stat_nbatch batches of every system, as DeePMD-kit") {
-  // tests/data/multi_system/reference.json case "stat": DeePMD-kit 3.2.0 (TF) trained 0 steps on
-  // the three systems with batch_size [2, 1, 1] and data_stat_nbatch 10 and stored these avg/std.
+  // tests/data/multi_system/reference.json cases "stat" and "stat_davg_zero": DeePMD-kit 3.2.0
+  // (TF) trained 0 steps on the three systems with batch_size [2, 1, 1] and data_stat_nbatch 10
+  // (the second with the descriptor's set_davg_zero) and stored these avg/std.
   std::ifstream in(std::string(dpk_test::data_dir()) + "/multi_system/reference.json");
   REQUIRE(in.good());
-  auto const reference = nlohmann::json::parse(in)["cases"]["stat"];
+  auto const cases = nlohmann::json::parse(in)["cases"];
   using Space = dpk::DefaultExecutionSpace;
   dpk::Communicator comm;
   std::string const dir = fresh_dir("stat_per_system");
-  dpk::TrainerOptions options;
-  options.output_dir = dir;
-  options.stop_at = 0;
-  options.data_stat_nbatch = 10;
-  options.log = nullptr;
-  dpk::Trainer<double, Space>(dpk::read_input(multi_system_input_file(dir, {2, 1, 1}, false)), options, comm).run();
-  auto const model = dpk::read_model_file(dir + "/model.dpk");
   std::size_t const nnei = 46 + 92;
-  REQUIRE(model.avg.size() == 2 * nnei * 4);
-  double worst = 0;
-  for (std::size_t t = 0; t < 2; ++t)
-    for (std::size_t j = 0; j < nnei; ++j)
-      for (std::size_t c = 0; c < 4; ++c) {
-        double const a = reference["avg"][t][c].get<double>(), s = reference["std"][t][c].get<double>();
-        worst = std::max(worst, std::fabs(model.avg[(t * nnei + j) * 4 + c] - a));
-        worst = std::max(worst, std::fabs(model.stdev[(t * nnei + j) * 4 + c] - s) / s);
-      }
-  INFO("O avg_r " << model.avg[0] << " std_r " << model.stdev[0] << " std_a " << model.stdev[1]);
-  INFO("H avg_r " << model.avg[nnei * 4] << " std_r " << model.stdev[nnei * 4] << " std_a " << model.stdev[nnei * 4 + 1]);
-  CHECK(worst < 1e-12);
+  // Trains 0 steps from the input with `edit` applied and --data-stat-nbatch `nbatch` (0: none);
+  // returns the largest difference to the reference case's avg/std (relative for std).
+  auto worst_difference = [&](auto const& edit, int nbatch, nlohmann::json const& reference) {
+    std::string const input = multi_system_input_file(dir, {2, 1, 1}, false);
+    nlohmann::json j = nlohmann::json::parse(slurp(input));
+    edit(j);
+    spit(input, j.dump(1));
+    dpk::TrainerOptions options;
+    options.output_dir = dir;
+    options.stop_at = 0;
+    options.data_stat_nbatch = nbatch;
+    options.log = nullptr;
+    dpk::Trainer<double, Space>(dpk::read_input(input), options, comm).run();
+    auto const model = dpk::read_model_file(dir + "/model.dpk");
+    REQUIRE(model.avg.size() == 2 * nnei * 4);
+    double worst = 0;
+    for (std::size_t t = 0; t < 2; ++t)
+      for (std::size_t k = 0; k < nnei; ++k)
+        for (std::size_t c = 0; c < 4; ++c) {
+          double const a = reference["avg"][t][c].get<double>(), s = reference["std"][t][c].get<double>();
+          worst = std::max(worst, std::fabs(model.avg[(t * nnei + k) * 4 + c] - a));
+          worst = std::max(worst, std::fabs(model.stdev[(t * nnei + k) * 4 + c] - s) / s);
+        }
+    INFO("O avg_r " << model.avg[0] << " std_r " << model.stdev[0] << " std_a " << model.stdev[1]);
+    INFO("H avg_r " << model.avg[nnei * 4] << " std_r " << model.stdev[nnei * 4] << " std_a " << model.stdev[nnei * 4 + 1]);
+    return worst;
+  };
+  auto const unchanged = [](nlohmann::json&) {};
+  CHECK(worst_difference(unchanged, 10, cases["stat"]) < 1e-12);  // --data-stat-nbatch 10
+  CHECK(worst_difference(unchanged, 0, cases["stat"]) < 1e-12);   // DeePMD-kit's default, 10
+  // model.data_stat_nbatch from the input: 1 batch of each system gives other statistics, and
+  // --data-stat-nbatch overrides it.
+  auto const one_batch = [](nlohmann::json& j) { j["model"]["data_stat_nbatch"] = 1; };
+  CHECK(worst_difference(one_batch, 0, cases["stat"]) > 1e-3);
+  CHECK(worst_difference(one_batch, 10, cases["stat"]) < 1e-12);
+  CHECK(worst_difference([](nlohmann::json& j) { j["model"]["data_stat_nbatch"] = 10; }, 0, cases["stat"]) < 1e-12);
+  // set_davg_zero: the mean is zero (exactly: DeePMD-kit keeps its zeros), the std as before.
+  auto const davg_zero = [](nlohmann::json& j) { j["model"]["descriptor"]["set_davg_zero"] = true; };
+  REQUIRE(cases["stat_davg_zero"]["avg"] == nlohmann::json({{0.0, 0.0, 0.0, 0.0}, {0.0, 0.0, 0.0, 0.0}}));
+  CHECK(worst_difference(davg_zero, 0, cases["stat_davg_zero"]) < 1e-12);
   std::filesystem::remove_all(dir);
 }
 

@@ -384,7 +384,9 @@ int main(int argc, char** argv) {
     train->add_flag("--skip-neighbor-stat", options.skip_neighbor_stat,
                     "do not search all training frames for the smallest neighbour distance (stored in the model "
                     "for compress; without it compress needs -t input.json)");
-    train->add_option("--data-stat-nbatch", options.data_stat_nbatch, "training batches for the statistics")
+    train->add_option("--data-stat-nbatch", options.data_stat_nbatch,
+                      "training batches of every system for the statistics (default: the input's "
+                      "model.data_stat_nbatch, else 10)")
         ->check(CLI::PositiveNumber);
 
     auto* test = app.add_subcommand("test", "energy/force/virial errors of a model on a system (like dp test)");

@@ -23,13 +23,33 @@
 
 namespace dpk {
 
-/// learning_rate (type "exp").
+/// learning_rate (type "exp", DeePMD-kit 3.2's form: optional warmup, then stepped or smooth
+/// exponential decay; see ExponentialLearningRate).
 struct LearningRateConfig {
   std::string type = "exp";
   double start_lr = 1e-3;
-  double stop_lr = 1e-8;
+  double stop_lr = 1e-8;                     ///< also set by stop_lr_ratio (= start_lr x ratio)
   int decay_steps = 5000;
+  std::optional<double> decay_rate;          ///< given: used as is (no decay_steps adjustment)
+  bool smooth = false;                       ///< decay every step (exponent step / decay_steps)
+  long warmup_steps = 0;                     ///< linear warmup from warmup_start_factor x start_lr
+  std::optional<double> warmup_ratio;        ///< warmup_steps = int(ratio x numb_steps)
+  double warmup_start_factor = 0.0;
   std::string scale_by_worker = "linear";    ///< "linear" | "sqrt" | "none" (training.*)
+};
+
+/// optimizer (DeePMD-kit 3.2's top-level section; type "Adam").
+struct OptimizerConfig {
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+};
+
+/// How training takes its start-up statistics from the data: model.data_stat_nbatch,
+/// model.descriptor.set_davg_zero and model.fitting_net.rcond.
+struct DataStatisticsConfig {
+  int nbatch = 10;             ///< batches of every system for the environment statistics
+  bool set_davg_zero = false;  ///< keep the descriptor's mean at zero (std from the data)
+  std::optional<double> rcond; ///< energy-bias least squares: relative singular-value cutoff
 };
 
 /// loss (type "ener"): prefactor schedules p = limit + (start - limit) lr/start_lr.
@@ -92,7 +112,9 @@ struct InputConfig {
   LearningRateConfig learning_rate;
   LossConfig loss;
   TrainingConfig training;
-  std::vector<std::string> warnings;     ///< keys DeePMD-kit accepts that dpk ignores, by path
+  OptimizerConfig optimizer;
+  DataStatisticsConfig statistics;
+  std::vector<std::string> warnings;     ///< keys that change nothing dpk trains, or unknown keys, by path
   /// "float64" or "float32": the descriptor's precision ("default" = float64).
   std::string precision() const {
     return descriptor.precision == "float32" ? "float32" : "float64";
@@ -100,7 +122,9 @@ struct InputConfig {
 };
 
 /// Reads and validates `path`. Throws dpk::Error naming the key path on wrong types or
-/// impossible values; unknown-but-DeePMD-valid keys are collected in `warnings`.
+/// impossible values, and on DeePMD-kit keys whose value would change the model or the training
+/// in a way dpk does not implement; DeePMD-kit keys that change neither (logging, profiling,
+/// checkpoint retention, ...) and unknown keys are collected in `warnings`.
 inline InputConfig read_input(std::string const& path);
 
 /// Parses input.json text (`source` names it in messages; relative system paths resolve against
@@ -221,6 +245,16 @@ class JsonSection {
       }
     }
   }
+  /// An optional number: absent or null = none; otherwise a number for which `valid` holds
+  /// (`expected` describes it, e.g. "a number in (0, 1]").
+  template <class Valid>
+  void read_optional(char const* name, std::optional<double>& out, Valid const& valid, std::string const& expected) {
+    json const* v = find({name});
+    if (v == nullptr || v->is_null()) return;
+    if (!v->is_number() || !valid(v->get<double>()))
+      fail(path_of(name), "expected " + expected + " or null, got " + shown(*v));
+    out = v->get<double>();
+  }
   /// A seed: absent or null = none; otherwise a non-negative integer.
   void read_seed(std::initializer_list<char const*> names, std::optional<std::uint64_t>& out) {
     std::string name;
@@ -250,8 +284,29 @@ class JsonSection {
     return v;
   }
 
+  /// A DeePMD-kit key that changes the model or the training, which dpk implements only at the
+  /// value `value` (DeePMD-kit's default); `what` says what another value asks for.
+  struct Fixed {
+    char const* key;
+    json value;
+    char const* what;
+  };
+
+  /// Accepts each of `keys` when absent or at its value (per-layer lists of it, and lists of
+  /// nulls for an empty-list value, count as the value) and refuses any other value, naming the
+  /// key, the value and what it asks for: dpk never trains another model than the input asks.
+  void expect_defaults(std::initializer_list<Fixed> keys) {
+    for (Fixed const& k : keys) {
+      json const* v = find({k.key});
+      if (v == nullptr || at_value(*v, k.value)) continue;
+      fail(path_of(k.key), shown(*v) + " is not implemented by dpk (" + k.what + "); remove the key or set it to " +
+                               k.value.dump() + ", DeePMD-kit's default, which is what dpk trains");
+    }
+  }
+
   /// Reports every key not read: "_..." keys (comments) silently, `ignored` ones as DeePMD-kit
-  /// keys dpk does not implement, the rest as unknown keys. All go to the warnings.
+  /// keys that change nothing dpk trains (output, profiling, ...), the rest as unknown keys. All
+  /// go to the warnings.
   void finish(std::initializer_list<char const*> ignored) {
     for (auto it = node_.begin(); it != node_.end(); ++it) {
       std::string const& key = it.key();
@@ -259,9 +314,20 @@ class JsonSection {
       if (std::find(used_.begin(), used_.end(), key) != used_.end()) continue;
       bool const known = std::find_if(ignored.begin(), ignored.end(), [&](char const* k) { return key == k; }) !=
                          ignored.end();
-      warnings_.push_back(path_of(key) + (known ? ": accepted by DeePMD-kit but not implemented by dpk; ignored"
+      warnings_.push_back(path_of(key) + (known ? ": a DeePMD-kit key that changes nothing dpk trains; ignored"
                                                 : ": unknown key (not read by dpk); ignored"));
     }
+  }
+
+  /// True where `v` stands for `value`: equal, or a list whose entries are all `value` (a bool:
+  /// DeePMD-kit's per-layer `trainable`) or all null (an empty-list value: `atom_ener`).
+  static bool at_value(json const& v, json const& value) {
+    if (v == value) return true;
+    if (!v.is_array() || v.empty()) return false;
+    if (value.is_boolean()) return std::all_of(v.begin(), v.end(), [&](json const& e) { return e == value; });
+    if (value.is_array() && value.empty())
+      return std::all_of(v.begin(), v.end(), [](json const& e) { return e.is_null(); });
+    return false;
   }
 
   std::string const& source() const { return source_; }
@@ -492,7 +558,11 @@ inline InputConfig parse_input(std::string const& text, std::string const& sourc
     d.read_choice({"activation_function"}, c.activation_function, {"tanh"}, "dpk implements");
     d.read_choice({"precision"}, c.precision, {"default", "float64", "float32"}, "dpk supports");
     d.read_seed({"seed"}, c.seed);
-    d.finish({"trainable", "exclude_types", "set_davg_zero", "env_protection", "uniform_seed", "type_map"});
+    d.read({"set_davg_zero"}, config.statistics.set_davg_zero);
+    d.expect_defaults({{"trainable", true, "a frozen descriptor, its embedding nets not trained"},
+                       {"exclude_types", json::array(), "type pairs left out of the descriptor"},
+                       {"env_protection", 0.0, "a protection term in the environment matrix"}});
+    d.finish({"uniform_seed", "type_map"});
   }
 
   // model.fitting_net
@@ -506,14 +576,35 @@ inline InputConfig parse_input(std::string const& text, std::string const& sourc
     f.read_choice({"activation_function"}, c.activation_function, {"tanh"}, "dpk implements");
     f.read_choice({"precision"}, c.precision, {"default", "float64", "float32"}, "dpk supports");
     f.read_seed({"seed"}, c.seed);
-    f.finish({"numb_fparam", "numb_aparam", "trainable", "rcond", "atom_ener", "layer_name", "use_aparam_as_mask",
-              "dim_case_embd", "uniform_seed", "default_fparam"});
+    f.read_optional("rcond", config.statistics.rcond, [](double x) { return x >= 0; }, "a non-negative number");
+    f.expect_defaults({{"numb_fparam", 0, "frame parameters, fparam.npy, as inputs of the fitting net"},
+                       {"numb_aparam", 0, "atomic parameters, aparam.npy, as inputs of the fitting net"},
+                       {"dim_case_embd", 0, "a case embedding for multi-task training"},
+                       {"trainable", true, "frozen fitting layers"},
+                       {"atom_ener", json::array(), "fixed energies of isolated atoms"},
+                       {"exclude_types", json::array(), "atom types whose energy is left out"},
+                       {"use_aparam_as_mask", false, "atomic parameters as a mask"},
+                       {"layer_name", nullptr, "fitting layers shared between nets"}});
+    f.finish({"uniform_seed", "default_fparam"});
   } else {
     model.fail("model.fitting_net", "required");
   }
-  model.finish({"data_stat_nbatch", "data_stat_protect", "data_bias_nsample", "use_srtab", "smin_alpha", "sw_rmin",
-                "sw_rmax", "srtab_add_bias", "type_embedding", "modifier", "compress", "spin", "pair_exclude_types",
-                "atom_exclude_types", "preset_out_bias", "finetune_head", "out_bias", "model_dict"});
+  model.read_integer({"data_stat_nbatch"}, config.statistics.nbatch, 1);
+  model.expect_defaults({{"type_embedding", nullptr, "a type embedding, another model than se_e2_a's"},
+                         {"use_srtab", nullptr, "a tabulated pair potential added to the model"},
+                         {"modifier", nullptr, "a modifier of the model's outputs"},
+                         {"spin", nullptr, "spin"},
+                         {"compress", nullptr, "a compressed model; dpk-train compress compresses dpk models"},
+                         {"pair_exclude_types", json::array(), "type pairs left out of the model"},
+                         {"atom_exclude_types", json::array(), "atom types left out of the energy"},
+                         {"preset_out_bias", nullptr, "preset energy biases"},
+                         {"out_bias", nullptr, "given energy biases"},
+                         {"model_dict", nullptr, "multi-task training"},
+                         {"bridging_method", "None", "bridging to a short-range potential"}});
+  // data_stat_protect: DeePMD-kit's TF se_e2_a floors the std at 1e-2 whatever it says (as dpk);
+  // data_bias_nsample: used only when DeePMD-kit changes the bias of a trained model.
+  model.finish({"data_stat_protect", "data_bias_nsample", "smin_alpha", "sw_rmin", "sw_rmax", "srtab_add_bias",
+                "finetune_head", "model_branch_alias", "bridging_r_inner", "bridging_r_outer"});
 
   // ---- learning_rate
   if (json const* lr_node = top.section("learning_rate")) {
@@ -521,10 +612,28 @@ inline InputConfig parse_input(std::string const& text, std::string const& sourc
     LearningRateConfig& c = config.learning_rate;
     l.read_choice({"type"}, c.type, {"exp"}, "dpk implements");
     l.read_positive({"start_lr"}, c.start_lr);
-    l.read_positive({"stop_lr"}, c.stop_lr);
+    json const* stop_lr = l.find({"stop_lr"});
+    json const* stop_lr_ratio = l.find({"stop_lr_ratio"});
+    bool const has_stop = stop_lr != nullptr && !stop_lr->is_null();
+    bool const has_ratio = stop_lr_ratio != nullptr && !stop_lr_ratio->is_null();
+    if (has_stop && has_ratio)
+      l.fail("learning_rate.stop_lr_ratio", "is given together with stop_lr; give one of them (stop_lr = start_lr x stop_lr_ratio)");
+    if (has_stop) l.read_positive({"stop_lr"}, c.stop_lr);
+    if (has_ratio) {
+      double ratio = 0;
+      l.read_positive({"stop_lr_ratio"}, ratio);
+      c.stop_lr = c.start_lr * ratio;
+    }
     l.read_integer({"decay_steps"}, c.decay_steps, 1);
+    l.read_optional("decay_rate", c.decay_rate, [](double x) { return x > 0 && x <= 1; }, "a number in (0, 1]");
+    l.read({"smooth"}, c.smooth);
+    l.read_integer({"warmup_steps"}, c.warmup_steps, 0);
+    l.read_optional("warmup_ratio", c.warmup_ratio, [](double x) { return x >= 0 && x < 1; }, "a number in [0, 1)");
+    if (c.warmup_ratio && c.warmup_steps != 0)
+      l.fail("learning_rate.warmup_ratio", "is given together with warmup_steps; give one of them");
+    l.read({"warmup_start_factor"}, c.warmup_start_factor, 0.0);
     l.read_choice({"scale_by_worker"}, c.scale_by_worker, {"linear", "sqrt", "none"}, "allowed");
-    l.finish({"decay_rate"});
+    l.finish({});
   }
 
   // ---- loss
@@ -538,9 +647,24 @@ inline InputConfig parse_input(std::string const& text, std::string const& sourc
     l.read({"limit_pref_f"}, c.limit_pref_f, 0.0);
     l.read({"start_pref_v"}, c.start_pref_v, 0.0);
     l.read({"limit_pref_v"}, c.limit_pref_v, 0.0);
-    l.finish({"start_pref_ae", "limit_pref_ae", "start_pref_pf", "limit_pref_pf", "relative_f", "enable_atom_ener_coeff",
-              "start_pref_gf", "limit_pref_gf", "numb_generalized_coord", "use_huber", "huber_delta", "use_l1_all",
-              "inference"});
+    l.expect_defaults({{"start_pref_ae", 0.0, "an atomic-energy loss"},
+                       {"limit_pref_ae", 0.0, "an atomic-energy loss"},
+                       {"start_pref_pf", 0.0, "a force loss weighted per atom"},
+                       {"limit_pref_pf", 0.0, "a force loss weighted per atom"},
+                       {"use_default_pf", false, "a force loss weighted per atom"},
+                       {"start_pref_gf", 0.0, "a generalized-force loss"},
+                       {"limit_pref_gf", 0.0, "a generalized-force loss"},
+                       {"numb_generalized_coord", 0, "a generalized-force loss"},
+                       {"start_pref_h", 0.0, "a Hessian loss"},
+                       {"limit_pref_h", 0.0, "a Hessian loss"},
+                       {"relative_f", nullptr, "relative force errors"},
+                       {"enable_atom_ener_coeff", false, "per-atom energy coefficients"},
+                       {"use_huber", false, "a Huber loss"},
+                       {"use_l1_all", false, "an L1 loss"},
+                       {"loss_func", "mse", "another loss function than the mean squared error"},
+                       {"f_use_norm", false, "force errors by their norm"},
+                       {"intensive_ener_virial", false, "energy and virial losses divided by the atoms squared"}});
+    l.finish({"huber_delta", "inference"});
   }
 
   // ---- training
@@ -559,7 +683,14 @@ inline InputConfig parse_input(std::string const& text, std::string const& sourc
         c.validation_data = detail::parse_data(t, "validation_data", base_directory, true);
       }
     }
-    t.read_integer({"numb_steps", "stop_batch"}, c.numb_steps, 0);
+    for (char const* epochs : {"num_epoch", "num_epochs", "numb_epoch", "numb_epochs"})
+      if (json const* v = t.find({epochs}); v != nullptr && !v->is_null())
+        t.fail(std::string("training.") + epochs,
+               "is not implemented by dpk; give training.numb_steps instead (DeePMD-kit trains ceil(epochs x B) steps, "
+               "B the largest of a system's batches divided by its probability; dpk-train prints both per system)");
+    if (t.find({"numb_steps", "num_step", "num_steps", "numb_step", "stop_batch"}) == nullptr)
+      t.fail("training.numb_steps", "required (the number of training steps)");
+    t.read_integer({"numb_steps", "num_step", "num_steps", "numb_step", "stop_batch"}, c.numb_steps, 0);
     t.read_seed({"seed"}, c.seed);
     t.read({"disp_file"}, c.disp_file);
     t.read_integer({"disp_freq"}, c.disp_freq, 1);
@@ -571,13 +702,42 @@ inline InputConfig parse_input(std::string const& text, std::string const& sourc
     if (training_node->contains("scale_by_worker") &&
         !(root.contains("learning_rate") && root["learning_rate"].contains("scale_by_worker")))
       config.learning_rate.scale_by_worker = scale;
+    t.expect_defaults({{"opt_type", "Adam", "another optimizer"},
+                       {"mixed_precision", nullptr, "mixed-precision training"},
+                       {"gradient_max_norm", nullptr, "gradient clipping"},
+                       {"enable_ema", false, "an exponential moving average of the parameters"},
+                       {"acc_freq", 1, "gradient accumulation"},
+                       {"change_bias_after_training", false, "the energy bias fitted again after training"},
+                       {"disp_avg", false, "lcurve.out averaged over disp_freq steps"},
+                       {"warmup_steps", 0, "a warmup; DeePMD-kit 3.2 reads learning_rate.warmup_steps, as dpk does"},
+                       {"data_dict", nullptr, "multi-task training"},
+                       {"fitting_weight", nullptr, "multi-task training"},
+                       {"model_prob", nullptr, "multi-task training"}});
     t.finish({"numb_test", "time_training", "profiling", "profiling_file", "disp_training", "tensorboard",
-              "tensorboard_log_dir", "tensorboard_freq", "max_ckpt_keep", "change_bias_after_training",
-              "enable_profiler", "opt_type", "mixed_precision", "gradient_max_norm", "warmup_steps",
-              "warmup_start_factor", "disp_avg", "zero_stage", "stat_file", "data_dict", "fitting_weight",
-              "model_prob", "save_ckpt_keep"});
+              "tensorboard_log_dir", "tensorboard_freq", "max_ckpt_keep", "save_ckpt_keep", "ckpt_keep_ratio",
+              "enable_profiler", "zero_stage", "stat_file", "stat_file_mode", "save_dir", "ema_decay", "ema_ckpt_keep",
+              "warmup_start_factor", "neighbor_graph_method", "enable_compile", "enable_tf32"});
   }
-  top.finish({"nvnmd", "optimizer"});
+
+  // ---- optimizer (DeePMD-kit 3.2; absent: Adam with beta1 0.9, beta2 0.999)
+  if (json const* optimizer_node = top.section("optimizer")) {
+    detail::JsonSection o(*optimizer_node, "optimizer", config.source, config.warnings);
+    std::string type = "Adam";
+    o.read_choice({"type"}, type, {"Adam"}, "dpk implements");
+    for (auto [key, target] : {std::pair{"adam_beta1", &config.optimizer.adam_beta1},
+                               std::pair{"adam_beta2", &config.optimizer.adam_beta2}}) {
+      o.read({key}, *target);
+      if (!(*target >= 0 && *target < 1))
+        o.fail(std::string("optimizer.") + key, "expected a number in [0, 1), got " + detail::JsonSection::shown(json(*target)));
+    }
+    o.expect_defaults({{"weight_decay", 0.0, "weight decay"}});
+    o.finish({});
+  }
+  if (json const* nvnmd = top.find({"nvnmd"}); nvnmd != nullptr && nvnmd->is_object() && nvnmd->contains("enable") &&
+                                               (*nvnmd)["enable"] != false)
+    top.fail("nvnmd.enable", detail::JsonSection::shown((*nvnmd)["enable"]) +
+                                 " is not implemented by dpk (training for NVNMD hardware); remove the section or set it to false");
+  top.finish({});
   return config;
 }
 

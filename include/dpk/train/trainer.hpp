@@ -4,7 +4,7 @@
 /// following DeePMD-kit's `dp train`.
 ///
 /// Before training: systems are read with model.type_map; environment statistics come from
-/// `data_stat_nbatch` (10) training batches of every system (DeePMD-kit's TF backend,
+/// `model.data_stat_nbatch` (10) training batches of every system (DeePMD-kit's TF backend,
 /// make_stat_input); the per-type energy bias is the least-squares fit
 /// over all training frames; parameters are initialised from descriptor.seed (else
 /// fitting_net.seed, else training.seed). Statistics, bias and parameters are those of rank 0
@@ -75,7 +75,7 @@ struct TrainerOptions {
   std::string init_frz_model;
   std::string model_out = "model.dpk";  ///< final model file name (in output_dir)
   long stop_at = -1;               ///< stop after this many updates (schedule unchanged); <0: numb_steps
-  int data_stat_nbatch = 10;       ///< batches for the environment statistics
+  int data_stat_nbatch = 0;        ///< batches for the environment statistics; 0: model.data_stat_nbatch (10)
   int keep_checkpoints = 2;        ///< checkpoint files kept (newest first)
   /// Skip the search for the smallest neighbour distance over all training frames (done once,
   /// before training, when the starting model file does not hold it; stored in the model's
@@ -150,6 +150,7 @@ class Trainer {
         schedule_(ExponentialLearningRate::from_config(config_.learning_rate, config_.training.numb_steps)),
         worker_factor_(worker_scale(config_.learning_rate.scale_by_worker, comm.size())) {
     require(!training.empty(), "training.training_data.systems: no training systems");
+    if (options_.data_stat_nbatch <= 0) options_.data_stat_nbatch = config_.statistics.nbatch;
     ntypes_ = int(config_.descriptor.sel.size());
     if (!config_.type_map.empty())
       require(int(config_.type_map.size()) == ntypes_,
@@ -169,7 +170,10 @@ class Trainer {
       validation_sampler_.emplace(std::move(validation), config_.training.validation_data->batch_size, seed + 1,
                                   valid_options);
     }
-    adam_ = std::make_unique<Adam<Scalar, ExecutionSpace>>(model_->buffer_size());
+    AdamConfig adam_config;
+    adam_config.beta1 = config_.optimizer.adam_beta1;
+    adam_config.beta2 = config_.optimizer.adam_beta2;
+    adam_ = std::make_unique<Adam<Scalar, ExecutionSpace>>(model_->buffer_size(), adam_config);
   }
 
   /// Runs from the current state (fresh, --init-model or --restart) to numb_steps or stop_at.
@@ -496,7 +500,8 @@ class Trainer {
       find_min_neighbor_distance(d);
     } else {
       compute_statistics();
-      model_->set_energy_bias(energy_bias_least_squares(bias_counts_, bias_energies_, ntypes_));
+      model_->set_energy_bias(
+          energy_bias_least_squares(bias_counts_, bias_energies_, ntypes_, config_.statistics.rcond.value_or(-1.0)));
       std::uint64_t const init_seed = config_.descriptor.seed ? *config_.descriptor.seed
                                       : config_.fitting.seed ? *config_.fitting.seed
                                                              : config_.training.seed.value_or(0);
@@ -605,6 +610,7 @@ class Trainer {
       }
     std::vector<double> avg, std_dev;
     accumulator.finalize(avg, std_dev);
+    if (config_.statistics.set_davg_zero) std::fill(avg.begin(), avg.end(), 0.0);  // DeePMD-kit: std kept
     model_->set_statistics(avg, std_dev);
     long const dropped = model_->neighbors_dropped();
     if (dropped > 0) set_sel_warning(dropped, "the statistics frames");
@@ -822,7 +828,9 @@ class Trainer {
            << ", " << model_->num_parameters() << " parameters\n";
     *log() << "dpk-train: " << config_.training.numb_steps << " steps in the schedule (lr " << schedule_.start_lr()
            << " -> " << schedule_.stop_lr() << ", decay_steps " << schedule_.decay_steps() << ", rate "
-           << schedule_.decay_rate() << "), running steps " << step_ << " -> " << last << "\n";
+           << schedule_.decay_rate() << (schedule_.smooth() ? " smooth" : "");
+    if (schedule_.warmup_steps() > 0) *log() << ", warmup " << schedule_.warmup_steps() << " steps";
+    *log() << "), running steps " << step_ << " -> " << last << "\n";
     for (auto const& w : config_.warnings) *log() << "dpk-train: warning: " << w << "\n";
     if (!sel_warning_.empty()) *log() << "dpk-train: warning: " << sel_warning_ << "\n";
     // DeePMD-kit's "Summary of DataSystem" table: atoms, batch size, batches, probability.

@@ -10,7 +10,8 @@ For each case of CASES it writes an input.json (the model of tests: se_e2_a, rcu
     (the object `dp train` builds), and the batch sizes and batch counts of that table,
   - for the cases "stat*": descrpt_attr/t_avg and t_std of the checkpoint (the descriptor
     statistics of data_stat_nbatch = 10 batches of every system; one (r, a, a, a) row per
-    centre type) and fitting_attr/t_bias_atom_e (the energy bias fitted from those batches).
+    centre type) and fitting_attr/t_bias_atom_e (the energy bias fitted from those batches);
+    "stat_davg_zero" with the descriptor's set_davg_zero.
 Everything goes to reference.json next to this script.
 """
 import json
@@ -27,21 +28,22 @@ SYSTEMS = ["sys_a", "sys_b", "sys_c"]
 DP = os.path.join(os.path.dirname(sys.executable), "dp")
 
 CASES = {
-    # name: (batch_size, auto_prob or None, seed)
+    # name: (batch_size, auto_prob or None, seed[, descriptor keys])
     "auto": ("auto", None, 10),
     "auto8": ("auto:8", None, 10),
     "stat": ([2, 1, 1], None, 10),
     "stat_seed11": ([2, 1, 1], None, 11),
+    "stat_davg_zero": ([2, 1, 1], None, 10, {"set_davg_zero": True}),
     "uniform": ("auto", "prob_uniform", 10),
     "blocks": ("auto", "prob_sys_size;0:1:0.25;1:3:0.75", 10),
 }
 
 
-def input_json(systems, batch_size, auto_prob, seed):
+def input_json(systems, batch_size, auto_prob, seed, descriptor_keys=None):
     data = {"systems": systems, "batch_size": batch_size}
     if auto_prob is not None:
         data["auto_prob"] = auto_prob
-    return {
+    result = {
         "model": {
             "type_map": ["O", "H"],
             "descriptor": {"type": "se_e2_a", "sel": [46, 92], "rcut_smth": 0.5, "rcut": 6.0, "neuron": [4, 8],
@@ -55,6 +57,8 @@ def input_json(systems, batch_size, auto_prob, seed):
         "training": {"training_data": data, "numb_steps": 0, "seed": seed, "disp_file": "lcurve.out",
                      "disp_freq": 1, "save_freq": 1},
     }
+    result["model"]["descriptor"].update(descriptor_keys or {})
+    return result
 
 
 def main():
@@ -63,16 +67,17 @@ def main():
     reference = {"deepmd_kit": None, "cases": {}}
     import deepmd
     reference["deepmd_kit"] = deepmd.__version__
-    for name, (batch_size, auto_prob, seed) in CASES.items():
+    for name, (batch_size, auto_prob, seed, *descriptor_keys) in CASES.items():
         work = tempfile.mkdtemp(prefix="dpk_ref_" + name + "_")
         systems = [os.path.join(HERE, s) for s in SYSTEMS]
         with open(os.path.join(work, "input.json"), "w") as f:
-            json.dump(input_json(systems, batch_size, auto_prob, seed), f, indent=1)
+            json.dump(input_json(systems, batch_size, auto_prob, seed, *descriptor_keys), f, indent=1)
         run = subprocess.run([DP, "--tf", "train", "input.json"], cwd=work, capture_output=True, text=True)
         log = run.stdout + run.stderr
         if run.returncode != 0:
             sys.exit(f"dp train failed for {name}:\n{log}")
-        rows = re.findall(r"--\s+\S+\s+(\d+)\s+(\d+)\s+(\d+)\s+([0-9.e+-]+)\s+([TF])", log)
+        # the table's rows: "[-- ]<system> <natoms> <batch size> <batches> <prob> <pbc>"
+        rows = re.findall(r"\S+\s+(\d+)\s+(\d+)\s+(\d+)\s+([0-9.]+e[+-]\d+)\s+([TF])\s*$", log, re.M)
         assert len(rows) == len(SYSTEMS), log
         ds = DeepmdDataSystem(systems, batch_size, 1, rcut=6.0, type_map=["O", "H"])
         ds.set_sys_probs(None, auto_prob or "prob_sys_size")
