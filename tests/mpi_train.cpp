@@ -222,7 +222,7 @@ TEST_CASE("validation over N ranks: 5 batches (uneven at 2, 3, 4 ranks) give the
     dpk::InputConfig const config = input(1);
     auto const schedule =
         dpk::ExponentialLearningRate::from_config(config.learning_rate, config.training.numb_steps);
-    dpk::PrefactorValues const p = dpk::prefactors(config.loss, schedule.ratio(20));
+    dpk::PrefactorValues const p = dpk::prefactors(config.loss, schedule, 20);
     dpk::DataSampler frames_of(validation(), dpk::BatchSize{false, 1, {}}, 0);
     dpk::Frames<double, Mem> frames;
     dpk::Labels<double, Mem> labels;

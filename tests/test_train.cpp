@@ -198,17 +198,25 @@ TEST_CASE("exp learning rate: DeePMD-kit 3.2's warmup, smooth decay, decay_rate 
 TEST_CASE("prefactor schedule and worker scaling") {
   dpk::LossConfig loss;  // water: e 0.02 -> 1, f 1000 -> 1, v 0 -> 0
   auto const lr = dpk::ExponentialLearningRate(1e-3, 3.51e-8, 5000, 1000000);
-  auto p0 = dpk::prefactors(loss, lr.ratio(0));
-  CHECK(p0.energy == doctest::Approx(0.02));
-  CHECK(p0.force == doctest::Approx(1000.0));
+  // DeePMD-kit's TF backend: limit + (start - limit) lr / start_lr from its float32 rate, in
+  // float32 (equal to the double formula to float32 rounding).
+  auto p0 = dpk::prefactors(loss, lr, 0);
+  CHECK(p0.energy == doctest::Approx(0.02).epsilon(1e-6));
+  CHECK(p0.force == 1000.0);
   CHECK(p0.virial == 0.0);
-  auto pend = dpk::prefactors(loss, lr.ratio(1000000));
-  CHECK(pend.energy == doctest::Approx(1.0 + (0.02 - 1.0) * 3.51e-5).epsilon(1e-12));
-  CHECK(pend.force == doctest::Approx(1.0 + (1000.0 - 1.0) * 3.51e-5).epsilon(1e-12));
-  double const r = lr.ratio(10000);  // 0.9025121788685831
-  auto p = dpk::prefactors(loss, r);
-  CHECK(p.force == doctest::Approx(1.0 + 999.0 * 0.9025121788685831).epsilon(1e-12));
-  CHECK(p.energy == doctest::Approx(1.0 - 0.98 * 0.9025121788685831).epsilon(1e-12));
+  for (long step : {0L, 10000L, 123456L, 1000000L}) {
+    CAPTURE(step);
+    double const r = lr.ratio(step);
+    auto const p = dpk::prefactors(loss, lr, step);
+    CHECK(p.energy == doctest::Approx(1.0 - 0.98 * r).epsilon(1e-7));
+    CHECK(p.force == doctest::Approx(1.0 + 999.0 * r).epsilon(1e-7));
+    float const lr32 = float(lr.value(step));
+    CHECK(p.force == double(1.0f + 999.0f * lr32 / 1e-3f));  // the float32 operations, in TF's order
+    CHECK(p.energy == double(1.0f + float(0.02 - 1.0) * lr32 / 1e-3f));
+  }
+  CHECK(lr.value_f32(10000) == float(0.0009025121788685831));
+  CHECK(dpk::optimizer_rate(lr, 10000, 1.0) == double(float(0.0009025121788685831)));
+  CHECK(dpk::optimizer_rate(lr, 10000, std::sqrt(2.0)) == double(float(0.0009025121788685831) * float(std::sqrt(2.0))));
   CHECK(dpk::worker_scale("linear", 4) == 4.0);
   CHECK(dpk::worker_scale("sqrt", 4) == 2.0);
   CHECK(dpk::worker_scale("none", 4) == 1.0);

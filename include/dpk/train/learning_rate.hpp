@@ -11,8 +11,9 @@
 /// 3.2's options are implemented too: a linear warmup (numb_steps above then counts the steps
 /// after it), a given decay_rate, smooth decay (exponent step / decay_steps), stop_lr_ratio.
 ///
-/// Prefactors follow the unscaled learning rate, p = start * r + limit * (1 - r) with
-/// r = lr(step) / start_lr (DeePMD-kit's formula; equal to limit + (start - limit) r).
+/// Prefactors follow the unscaled learning rate, p = limit + (start - limit) lr / start_lr
+/// (DeePMD-kit's formula), computed as DeePMD-kit's TF backend does: in float32 from the float32
+/// rate (ExponentialLearningRate::value_f32).
 /// With several workers the rate given to the optimiser is multiplied by a worker factor
 /// (scale_by_worker: "linear" = n, "sqrt" = sqrt(n), "none" = 1); the prefactors and the
 /// lr column of lcurve.out use the unscaled rate, as DeePMD-kit does.
@@ -83,8 +84,15 @@ class ExponentialLearningRate {
     return lr < stop_lr_ ? stop_lr_ : lr;
   }
 
-  /// Ratio lr(step) / start_lr that drives the prefactor schedule.
+  /// Ratio lr(step) / start_lr.
   double ratio(long step) const { return value(step) / start_lr_; }
+
+  /// The rate at `step` as DeePMD-kit's TF backend uses it: value(step) rounded to float32 (its
+  /// schedule is evaluated into an np.float32 tensor, deepmd/tf/utils/learning_rate.py, which
+  /// feeds the loss prefactors and Adam). Training uses this one, so that a dpk run follows the
+  /// same updates as DeePMD-kit's (the double rate moved the first Adam step of small-gradient
+  /// weights by up to 3e-5 of the step against DeePMD-kit's, the float32 one by 1e-7).
+  float value_f32(long step) const { return float(value(step)); }
 
   double start_lr() const { return start_lr_; }        ///< rate after the warmup
   double stop_lr() const { return stop_lr_; }          ///< floor of the decay
@@ -111,21 +119,26 @@ class ExponentialLearningRate {
   double decay_rate_ = 1.0;
 };
 
-/// One loss prefactor following the learning rate: start * r + limit * (1 - r).
-inline double prefactor(double start, double limit, double lr_ratio) {
-  return start * lr_ratio + limit * (1.0 - lr_ratio);
-}
-
-/// The three loss prefactors (energy, force, virial) at learning-rate ratio `lr_ratio`.
+/// The three loss prefactors (energy, force, virial) of one step.
 struct PrefactorValues {
   double energy = 0, force = 0, virial = 0;
 };
 
-/// Energy/force/virial prefactors from the loss section at learning-rate ratio `lr_ratio`.
-inline PrefactorValues prefactors(LossConfig const& loss, double lr_ratio) {
-  return {prefactor(loss.start_pref_e, loss.limit_pref_e, lr_ratio),
-          prefactor(loss.start_pref_f, loss.limit_pref_f, lr_ratio),
-          prefactor(loss.start_pref_v, loss.limit_pref_v, lr_ratio)};
+/// Energy/force/virial prefactors from the loss section at `step`: limit + (start - limit) lr /
+/// start_lr with the float32 rate, in float32 arithmetic, as DeePMD-kit's TF loss computes them
+/// (deepmd/tf/loss/ener.py multiplies the float32 rate tensor by the Python constants).
+inline PrefactorValues prefactors(LossConfig const& loss, ExponentialLearningRate const& schedule, long step) {
+  float const lr = schedule.value_f32(step), start_lr = float(schedule.start_lr());
+  auto const one = [&](double start, double limit) { return double(float(limit) + float(start - limit) * lr / start_lr); };
+  return {one(loss.start_pref_e, loss.limit_pref_e), one(loss.start_pref_f, loss.limit_pref_f),
+          one(loss.start_pref_v, loss.limit_pref_v)};
+}
+
+/// The rate given to the optimiser at `step` with worker factor `workers_factor` (worker_scale):
+/// DeePMD-kit's TF backend multiplies its float32 rate tensor by the factor (in float32) and Adam
+/// widens the product to the parameters' precision.
+inline double optimizer_rate(ExponentialLearningRate const& schedule, long step, double worker_factor) {
+  return double(schedule.value_f32(step) * float(worker_factor));
 }
 
 /// Factor multiplying the learning rate with `workers` data-parallel workers:

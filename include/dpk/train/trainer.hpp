@@ -10,8 +10,9 @@
 /// fitting_net.seed, else training.seed). Statistics, bias and parameters are those of rank 0
 /// (broadcast), as DeePMD-kit's broadcast of its variables makes them.
 ///
-/// Step s (0-based, s = number of updates already applied): lr(s) from the exp schedule
-/// (times the worker factor for the optimiser), prefactors from lr(s)/start_lr, the next batch
+/// Step s (0-based, s = number of updates already applied): lr(s) from the exp schedule, in
+/// float32 as DeePMD-kit's TF backend (times the worker factor for the optimiser), prefactors
+/// from lr(s)/start_lr in float32 (learning_rate.hpp), the next batch
 /// of this rank's sampler (seeded per rank), loss and gradient, one allreduce of the flat
 /// gradient buffer divided by the number of ranks, one Adam update. When s % disp_freq == 0
 /// (and at the end of the run) a line of lcurve.out is written for step s: the training
@@ -232,7 +233,7 @@ class Trainer {
     for (; step_ < last;) {
       Kokkos::Timer step_timer;
       if (regions) regions->take();
-      double const lr = schedule_.value(step_);
+      double const lr = optimizer_rate(schedule_, step_, worker_factor_);
       LossPrefactors const pref = prefactors_at(step_);
       {
         ScopedRegion<ExecutionSpace> region("dpk::sample", space_);
@@ -255,7 +256,7 @@ class Trainer {
       }
       {
         ScopedRegion<ExecutionSpace> region("dpk::optimizer", space_);
-        adam_->step(space_, model_->parameters(), gradient, lr * worker_factor_);
+        adam_->step(space_, model_->parameters(), gradient, lr);
       }
       if (timed) space_.fence();
       double const update_seconds = step_timer.seconds();
@@ -737,7 +738,7 @@ class Trainer {
 
   /// Loss prefactors at `step`.
   LossPrefactors prefactors_at(long step) const {
-    PrefactorValues const p = prefactors(config_.loss, schedule_.ratio(step));
+    PrefactorValues const p = prefactors(config_.loss, schedule_, step);
     return LossPrefactors{p.energy, p.force, p.virial};
   }
 
@@ -745,7 +746,7 @@ class Trainer {
   /// (with the current parameters; the sampler is rewound afterwards) and validation metrics
   /// over numb_btch validation batches, both reduced over ranks.
   void display(LearningCurveWriter* curve) {
-    double const lr = schedule_.value(step_);
+    double const lr = schedule_.value_f32(step_);  // the lcurve column, as DeePMD-kit prints its float32 rate
     LossPrefactors const pref = prefactors_at(step_);
     std::string const state = sampler_->rng_state();
     sampler_->next(host_batch_);
