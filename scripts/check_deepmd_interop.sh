@@ -15,18 +15,7 @@
 # DeePMD-kit -> dpk: imports the TensorFlow graphs converted back to .dp with `dpk-train import`
 # and compares again. dpk's side is `dpk-train test` on systems labelled with DeePMD-kit's
 # predictions: its RMSE lines are then the RMS difference dpk - DeePMD-kit.
-set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-DPK_TRAIN=$(realpath "${1:-$ROOT/build/openmp/examples/trainer/dpk-train}")
-DP=${DP:-dp}
-PYTHON=${PYTHON:-python3}
-WORK=${WORK:-$(mktemp -d /tmp/dpk_deepmd_interop.XXXXXX)}
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OMP_PROC_BIND=false TF_CPP_MIN_LOG_LEVEL=3
-say() { echo "[check_deepmd_interop] $*"; }
-command -v "$DP" >/dev/null || { echo "DeePMD-kit's 'dp' not found (set DP=...)"; exit 2; }
-[ -x "$DPK_TRAIN" ] || { echo "dpk-train not found at $DPK_TRAIN"; exit 2; }
-say "work folder $WORK; $("$DP" --version 2>/dev/null | tail -1)"
-mkdir -p "$WORK" && cd "$WORK"
+source "$(dirname "$0")/deepmd_check_env.sh" check_deepmd_interop "${1:-}"
 
 # ---- systems: data_3 (first 4 frames), a triclinic copy, a non-periodic cluster
 "$PYTHON" - "$ROOT/examples/water/data/data_3" <<'EOF'

@@ -15,18 +15,7 @@
 # from its own model file with --init-model (fresh Adam, step 0). Cases: float64 with DeePMD-kit
 # 3.2's warmup, smooth decay, stop_lr_ratio and Adam betas; float64 with type_one_side false and
 # the plain schedule; float32.
-set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-DPK_TRAIN=$(realpath "${1:-$ROOT/build/openmp/examples/trainer/dpk-train}")
-DP=${DP:-dp}
-PYTHON=${PYTHON:-python3}
-WORK=${WORK:-$(mktemp -d /tmp/dpk_deepmd_training.XXXXXX)}
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OMP_PROC_BIND=false TF_CPP_MIN_LOG_LEVEL=3
-say() { echo "[check_deepmd_training] $*"; }
-command -v "$DP" >/dev/null || { echo "DeePMD-kit's 'dp' not found (set DP=...)"; exit 2; }
-[ -x "$DPK_TRAIN" ] || { echo "dpk-train not found at $DPK_TRAIN"; exit 2; }
-say "work folder $WORK; $("$DP" --version 2>/dev/null | tail -1)"
-mkdir -p "$WORK" && cd "$WORK"
+source "$(dirname "$0")/deepmd_check_env.sh" check_deepmd_training "${1:-}"
 
 # ---- the inputs: one frame of the water example; three cases
 "$PYTHON" - "$ROOT/examples/water/data/data_0" <<'EOF'
