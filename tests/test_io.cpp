@@ -568,6 +568,8 @@ TEST_CASE("sampler: system probabilities equal DeePMD-kit's prob_sys_size / prob
       CHECK(std::fabs(p[s] - c["logged_prob"][s].get<double>()) <= 5e-4 * c["logged_prob"][s].get<double>());
       frame_share[s] = double(systems[s].nframes) / 17.0;
     }
+    // What training.num_epoch multiplies (DeePMD-kit's compute_total_numb_batch).
+    CHECK(dpk::deepmd_total_batches(data, systems) == c["total_numb_batch"].get<long>());
     // dpk's old convention (frame counts) gives other numbers for every prob_sys_size case here.
     double largest = 0;
     for (std::size_t s = 0; s < 3; ++s) largest = std::max(largest, std::fabs(p[s] - frame_share[s]));
@@ -1024,10 +1026,15 @@ TEST_CASE("input.json: DeePMD-kit keys that change the model are read, or refuse
   expect(k, {"nvnmd.enable: true is not implemented by dpk"});
   k = minimal_input();
   k["training"]["num_epoch"] = 10;
-  expect(k, {"training.num_epoch: is not implemented by dpk; give training.numb_steps"});
+  expect(k, {"training.num_epoch: is given together with numb_steps"});
   k["training"].erase("numb_steps");
-  expect(k, {"training.num_epoch"});
+  CHECK(parse(k).training.num_epoch == 10.0);  // the trainer computes numb_steps from the data
+  k["training"]["num_epoch"] = 0;
+  expect(k, {"training.num_epoch: expected a positive number or null, got 0"});
   k["training"].erase("num_epoch");
+  k["training"]["numb_epochs"] = 2.5;  // DeePMD-kit 3.2's other names
+  CHECK(parse(k).training.num_epoch == 2.5);
+  k["training"].erase("numb_epochs");
   expect(k, {"training.numb_steps: required"});
   k["training"]["num_steps"] = 12;  // DeePMD-kit 3.2's other names
   CHECK(parse(k).training.numb_steps == 12);

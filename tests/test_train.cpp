@@ -839,6 +839,29 @@ TEST_CASE("trainer: descriptor statistics from data_stat_nbatch batches of every
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("trainer: training.num_epoch sets numb_steps as DeePMD-kit 3.2 does") {
+  // reference.json case "stat" (batch_size [2, 1, 1]): DeePMD-kit's total_numb_batch is 12, so
+  // num_epoch 2.4 trains ceil(2.4 x 12) = ceil(28.799999999999997) = 29 steps (its train.py rule).
+  std::ifstream in(std::string(dpk_test::data_dir()) + "/multi_system/reference.json");
+  REQUIRE(in.good());
+  REQUIRE(nlohmann::json::parse(in)["cases"]["stat"]["total_numb_batch"] == 12);
+  using Space = dpk::DefaultExecutionSpace;
+  dpk::Communicator comm;
+  std::string const dir = fresh_dir("num_epoch");
+  std::string const input = multi_system_input_file(dir, {2, 1, 1}, false);
+  nlohmann::json j = nlohmann::json::parse(slurp(input));
+  j["training"].erase("numb_steps");
+  j["training"]["num_epoch"] = 2.4;
+  spit(input, j.dump(1));
+  dpk::TrainerOptions options;
+  options.output_dir = dir;
+  options.stop_at = 0;
+  options.log = nullptr;
+  dpk::Trainer<double, Space> trainer(dpk::read_input(input), options, comm);
+  CHECK(trainer.config().training.numb_steps == 29);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("trainer: a checkpoint of the frame-count convention restarts only when probabilities agree") {
   // tests/data/legacy_v1/model.ckpt-2: written by dpk before the change (sampler state version 1,
   // systems drawn by frame count 10/17, 5/17, 2/17) with batch_size "auto".

@@ -19,6 +19,7 @@
 #include <dpk/model/host_batch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <random>
@@ -96,6 +97,32 @@ inline std::vector<double> system_weights(DataConfig const& data, std::vector<Sy
       w[std::size_t(s)] = double(batches[std::size_t(s)]) / block_batches * (b.weight / weight_sum);
   }
   return w;
+}
+
+/// DeePMD-kit 3.2's "total number of batches" of `data` (compute_total_numb_batch, which its
+/// training.num_epoch multiplies): ceil(max over systems with p > 0 of batches / p), p the
+/// system probabilities as DeePMD-kit holds them (set_sys_probs) normalised once more, in its
+/// order of operations.
+inline long deepmd_total_batches(DataConfig const& data, std::vector<System> const& systems) {
+  std::vector<long> const batches = system_batch_counts(systems, data.batch_size);
+  std::vector<double> p = system_weights(data, systems);
+  auto const sum = [](std::vector<double> const& v) {
+    double total = 0;
+    for (double x : v) total += x;
+    return total;
+  };
+  if (data.sys_probs.empty() && data.auto_prob == "prob_uniform") {
+    std::fill(p.begin(), p.end(), 1.0 / double(p.size()));
+  } else if (data.sys_probs.empty() && data.prob_blocks.empty()) {  // prob_sys_size: batches / their sum
+    double const total = sum(p);
+    for (double& x : p) x /= total;
+  }
+  double const total = sum(p);
+  require(total > 0, "training data: the system probabilities sum to zero");
+  double largest = 0;
+  for (std::size_t s = 0; s < p.size(); ++s)
+    if (p[s] / total > 0) largest = std::max(largest, double(batches[s]) / (p[s] / total));
+  return long(std::ceil(largest));
 }
 
 /// Draws batches of frames from a list of systems (see the file comment for the rules).

@@ -95,7 +95,8 @@ struct DataConfig {
 struct TrainingConfig {
   DataConfig training_data;
   std::optional<DataConfig> validation_data;
-  long numb_steps = 1000000;
+  long numb_steps = 1000000;            ///< required, unless num_epoch sets it (the trainer does)
+  std::optional<double> num_epoch;      ///< DeePMD-kit 3.2: steps = ceil(num_epoch x total batches)
   std::optional<std::uint64_t> seed;
   std::string disp_file = "lcurve.out";
   long disp_freq = 1000;
@@ -684,12 +685,12 @@ inline InputConfig parse_input(std::string const& text, std::string const& sourc
       }
     }
     for (char const* epochs : {"num_epoch", "num_epochs", "numb_epoch", "numb_epochs"})
-      if (json const* v = t.find({epochs}); v != nullptr && !v->is_null())
-        t.fail(std::string("training.") + epochs,
-               "is not implemented by dpk; give training.numb_steps instead (DeePMD-kit trains ceil(epochs x B) steps, "
-               "B the largest of a system's batches divided by its probability; dpk-train prints both per system)");
-    if (t.find({"numb_steps", "num_step", "num_steps", "numb_step", "stop_batch"}) == nullptr)
-      t.fail("training.numb_steps", "required (the number of training steps)");
+      if (!c.num_epoch) t.read_optional(epochs, c.num_epoch, [](double x) { return x > 0; }, "a positive number");
+    json const* steps = t.find({"numb_steps", "num_step", "num_steps", "numb_step", "stop_batch"});
+    if (steps != nullptr && c.num_epoch)
+      t.fail("training.num_epoch", "is given together with numb_steps; give one of them");
+    if (steps == nullptr && !c.num_epoch)
+      t.fail("training.numb_steps", "required (the number of training steps), or training.num_epoch");
     t.read_integer({"numb_steps", "num_step", "num_steps", "numb_step", "stop_batch"}, c.numb_steps, 0);
     t.read_seed({"seed"}, c.seed);
     t.read({"disp_file"}, c.disp_file);

@@ -144,7 +144,7 @@ class Trainer {
   /// Uses systems already in memory (tests, or codes that build their data themselves).
   Trainer(InputConfig config, std::vector<System> training, std::vector<System> validation, TrainerOptions options,
           Communicator& comm, ExecutionSpace space = ExecutionSpace())
-      : config_(std::move(config)),
+      : config_(with_epoch_steps(std::move(config), training)),
         options_(std::move(options)),
         comm_(comm),
         space_(space),
@@ -321,6 +321,8 @@ class Trainer {
   long step() const { return step_; }
   /// The optimiser.
   Adam<Scalar, ExecutionSpace>& optimizer() { return *adam_; }
+  /// The input as the run uses it (numb_steps set from num_epoch when that was given).
+  InputConfig const& config() const { return config_; }
   /// The last lcurve.out line this run computed, unrounded (on every rank, not only rank 0).
   LearningCurveLine const& last_curve_line() const { return last_curve_line_; }
 
@@ -736,6 +738,15 @@ class Trainer {
 
  private:
 
+  /// `config` with training.numb_steps = ceil(num_epoch x deepmd_total_batches) when num_epoch
+  /// is given (DeePMD-kit 3.2's rule, deepmd/tf/entrypoints/train.py).
+  static InputConfig with_epoch_steps(InputConfig config, std::vector<System> const& training) {
+    if (config.training.num_epoch && !training.empty())
+      config.training.numb_steps = long(std::ceil(*config.training.num_epoch *
+                                                  double(deepmd_total_batches(config.training.training_data, training))));
+    return config;
+  }
+
   /// Loss prefactors at `step`.
   LossPrefactors prefactors_at(long step) const {
     PrefactorValues const p = prefactors(config_.loss, schedule_, step);
@@ -827,7 +838,11 @@ class Trainer {
     *log() << "dpk-train: backend " << ExecutionSpace::name() << ", " << workers << ", "
            << comm_.size() << " rank(s), precision " << (std::is_same_v<Scalar, float> ? "float32" : "float64")
            << ", " << model_->num_parameters() << " parameters\n";
-    *log() << "dpk-train: " << config_.training.numb_steps << " steps in the schedule (lr " << schedule_.start_lr()
+    *log() << "dpk-train: " << config_.training.numb_steps << " steps in the schedule";
+    if (config_.training.num_epoch)
+      *log() << " (num_epoch " << *config_.training.num_epoch << " x "
+             << deepmd_total_batches(config_.training.training_data, sampler_->systems()) << " batches)";
+    *log() << " (lr " << schedule_.start_lr()
            << " -> " << schedule_.stop_lr() << ", decay_steps " << schedule_.decay_steps() << ", rate "
            << schedule_.decay_rate() << (schedule_.smooth() ? " smooth" : "");
     if (schedule_.warmup_steps() > 0) *log() << ", warmup " << schedule_.warmup_steps() << " steps";

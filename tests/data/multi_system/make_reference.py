@@ -8,6 +8,7 @@ For each case of CASES it writes an input.json (the model of tests: se_e2_a, rcu
   - the system probabilities of the "Summary of DataSystem" table DeePMD-kit logs (4 digits),
   - the same probabilities at full precision from deepmd.utils.data_system.DeepmdDataSystem
     (the object `dp train` builds), and the batch sizes and batch counts of that table,
+  - total_numb_batch, what training.num_epoch multiplies (compute_total_numb_batch),
   - for the cases "stat*": descrpt_attr/t_avg and t_std of the checkpoint (the descriptor
     statistics of data_stat_nbatch = 10 batches of every system; one (r, a, a, a) row per
     centre type) and fitting_attr/t_bias_atom_e (the energy bias fitted from those batches);
@@ -62,6 +63,7 @@ def input_json(systems, batch_size, auto_prob, seed, descriptor_keys=None):
 
 
 def main():
+    from deepmd.dpmodel.utils.training_utils import compute_total_numb_batch
     from deepmd.utils.data_system import DeepmdDataSystem
 
     reference = {"deepmd_kit": None, "cases": {}}
@@ -90,6 +92,8 @@ def main():
             "nbatches": [int(r[2]) for r in rows],
             "logged_prob": [float(r[3]) for r in rows],
             "prob": [float(p) for p in ds.sys_probs],
+            # what training.num_epoch multiplies (deepmd/tf/entrypoints/train.py)
+            "total_numb_batch": int(compute_total_numb_batch(ds.nbatches, ds.sys_probs)),
         }
         if name.startswith("stat"):
             import tensorflow as tf
