@@ -161,7 +161,7 @@ TEST_CASE("exp learning rate: DeePMD-kit 3.2's warmup, smooth decay, decay_rate 
     std::vector<std::pair<long, double>> const expected = {{0, 0.0001}, {1, 0.000109}, {50, 0.00055}, {99, 0.000991},
                                                            {100, 0.001}, {101, 0.001}, {149, 0.001},
                                                            {150, 0.0005274997063702619}, {999, 1.895735652406379e-08}};
-    for (auto const& [step, value] : expected) CHECK_MESSAGE(near(lr.value(step), value), "step " << step);
+    for (auto const& e : expected) CHECK_MESSAGE(near(lr.value(e.first), e.second), "step " << e.first);
     CHECK(near(lr.ratio(50), 0.55));  // the prefactors follow the warmup too (lr / start_lr)
   }
   {  // smooth decay, stop_lr from stop_lr_ratio (the parser sets stop_lr = start_lr x ratio)
@@ -171,14 +171,14 @@ TEST_CASE("exp learning rate: DeePMD-kit 3.2's warmup, smooth decay, decay_rate 
     std::vector<std::pair<long, double>> const expected = {{0, 0.002}, {1, 0.0019931041602695367},
                                                            {37, 0.0017600702233746457}, {1000, 6.324555320336759e-05},
                                                            {1999, 2.006919698295679e-06}};
-    for (auto const& [step, value] : expected) CHECK_MESSAGE(near(lr.value(step), value), "step " << step);
+    for (auto const& e : expected) CHECK_MESSAGE(near(lr.value(e.first), e.second), "step " << e.first);
   }
   {  // a given decay_rate, floored at stop_lr
     auto const lr = schedule([](auto& c) { c.start_lr = 1e-3, c.stop_lr = 1e-5, c.decay_steps = 10,
                                            c.decay_rate = 0.5; }, 1000);
     std::vector<std::pair<long, double>> const expected = {{0, 0.001}, {9, 0.001}, {10, 0.0005}, {25, 0.00025},
                                                            {999, 1e-05}};
-    for (auto const& [step, value] : expected) CHECK_MESSAGE(near(lr.value(step), value), "step " << step);
+    for (auto const& e : expected) CHECK_MESSAGE(near(lr.value(e.first), e.second), "step " << e.first);
   }
   {  // warmup_ratio 0.05 of 1000 steps, from 0; decay_steps 5000 >= the 950 steps left shrinks to 10
     auto const lr = schedule([](auto& c) { c.start_lr = 1e-3, c.stop_lr = 1e-6, c.decay_steps = 5000,
@@ -189,7 +189,7 @@ TEST_CASE("exp learning rate: DeePMD-kit 3.2's warmup, smooth decay, decay_rate 
     CHECK(lr.value(0) == 0.0);
     std::vector<std::pair<long, double>> const expected = {{25, 0.0005}, {49, 0.00098}, {50, 0.001}, {51, 0.001},
                                                            {999, 1.0754220761125566e-06}};
-    for (auto const& [step, value] : expected) CHECK_MESSAGE(near(lr.value(step), value), "step " << step);
+    for (auto const& e : expected) CHECK_MESSAGE(near(lr.value(e.first), e.second), "step " << e.first);
   }
   CHECK(contains(error_of([&] { schedule([](auto& c) { c.warmup_steps = 100; }, 100); }),
                  "learning_rate.warmup_steps: the warmup (100 steps) must be shorter than training.numb_steps (100)"));
