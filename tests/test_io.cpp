@@ -804,6 +804,12 @@ dpk::InputConfig parse(nlohmann::json const& j, std::string const& base = ".") {
   return dpk::parse_input(j.dump(2), "test.json", base);
 }
 
+/// Parsing `j` fails with one error naming test.json and holding each of `parts`.
+void expect(nlohmann::json const& j, std::vector<std::string> parts) {
+  parts.insert(parts.begin(), "test.json");
+  check_error([&] { parse(j); }, parts);
+}
+
 }  // namespace
 
 TEST_CASE("input.json: defaults, aliases, batch sizes, system folder expansion, warnings") {
@@ -997,10 +1003,6 @@ TEST_CASE("input.json: DeePMD-kit keys that change the model are read, or refuse
   CHECK_FALSE(c.learning_rate.decay_rate.has_value());
 
   // Their bad values.
-  auto expect = [&](nlohmann::json const& bad, std::vector<std::string> parts) {
-    parts.insert(parts.begin(), "test.json");
-    check_error([&] { parse(bad); }, parts);
-  };
   nlohmann::json k = minimal_input();
   k["learning_rate"] = {{"stop_lr", 1e-6}, {"stop_lr_ratio", 1e-3}};
   expect(k, {"learning_rate.stop_lr_ratio: is given together with stop_lr"});
@@ -1041,10 +1043,6 @@ TEST_CASE("input.json: DeePMD-kit keys that change the model are read, or refuse
 }
 
 TEST_CASE("input.json bad input: one error naming the file and the key path") {
-  auto expect = [](nlohmann::json const& j, std::vector<std::string> parts) {
-    parts.insert(parts.begin(), "test.json");
-    check_error([&] { parse(j); }, parts);
-  };
   nlohmann::json j = minimal_input();
 
   SUBCASE("malformed JSON names the file and line") {

@@ -246,11 +246,13 @@ class JsonSection {
       }
     }
   }
-  /// An optional number: absent or null = none; otherwise a number for which `valid` holds
-  /// (`expected` describes it, e.g. "a number in (0, 1]").
+  /// An optional number under the first present of `names` (aliases): absent or null = none;
+  /// otherwise a number for which `valid` holds (`expected` describes it, e.g. "a number in (0, 1]").
   template <class Valid>
-  void read_optional(char const* name, std::optional<double>& out, Valid const& valid, std::string const& expected) {
-    json const* v = find({name});
+  void read_optional(std::initializer_list<char const*> names, std::optional<double>& out, Valid const& valid,
+                     std::string const& expected) {
+    std::string name;
+    json const* v = find(names, &name);
     if (v == nullptr || v->is_null()) return;
     if (!v->is_number() || !valid(v->get<double>()))
       fail(path_of(name), "expected " + expected + " or null, got " + shown(*v));
@@ -577,7 +579,7 @@ inline InputConfig parse_input(std::string const& text, std::string const& sourc
     f.read_choice({"activation_function"}, c.activation_function, {"tanh"}, "dpk implements");
     f.read_choice({"precision"}, c.precision, {"default", "float64", "float32"}, "dpk supports");
     f.read_seed({"seed"}, c.seed);
-    f.read_optional("rcond", config.statistics.rcond, [](double x) { return x >= 0; }, "a non-negative number");
+    f.read_optional({"rcond"}, config.statistics.rcond, [](double x) { return x >= 0; }, "a non-negative number");
     f.expect_defaults({{"numb_fparam", 0, "frame parameters, fparam.npy, as inputs of the fitting net"},
                        {"numb_aparam", 0, "atomic parameters, aparam.npy, as inputs of the fitting net"},
                        {"dim_case_embd", 0, "a case embedding for multi-task training"},
@@ -626,10 +628,10 @@ inline InputConfig parse_input(std::string const& text, std::string const& sourc
       c.stop_lr = c.start_lr * ratio;
     }
     l.read_integer({"decay_steps"}, c.decay_steps, 1);
-    l.read_optional("decay_rate", c.decay_rate, [](double x) { return x > 0 && x <= 1; }, "a number in (0, 1]");
+    l.read_optional({"decay_rate"}, c.decay_rate, [](double x) { return x > 0 && x <= 1; }, "a number in (0, 1]");
     l.read({"smooth"}, c.smooth);
     l.read_integer({"warmup_steps"}, c.warmup_steps, 0);
-    l.read_optional("warmup_ratio", c.warmup_ratio, [](double x) { return x >= 0 && x < 1; }, "a number in [0, 1)");
+    l.read_optional({"warmup_ratio"}, c.warmup_ratio, [](double x) { return x >= 0 && x < 1; }, "a number in [0, 1)");
     if (c.warmup_ratio && c.warmup_steps != 0)
       l.fail("learning_rate.warmup_ratio", "is given together with warmup_steps; give one of them");
     l.read({"warmup_start_factor"}, c.warmup_start_factor, 0.0);
@@ -684,8 +686,8 @@ inline InputConfig parse_input(std::string const& text, std::string const& sourc
         c.validation_data = detail::parse_data(t, "validation_data", base_directory, true);
       }
     }
-    for (char const* epochs : {"num_epoch", "num_epochs", "numb_epoch", "numb_epochs"})
-      if (!c.num_epoch) t.read_optional(epochs, c.num_epoch, [](double x) { return x > 0; }, "a positive number");
+    t.read_optional({"num_epoch", "num_epochs", "numb_epoch", "numb_epochs"}, c.num_epoch,
+                    [](double x) { return x > 0; }, "a positive number");
     json const* steps = t.find({"numb_steps", "num_step", "num_steps", "numb_step", "stop_batch"});
     if (steps != nullptr && c.num_epoch)
       t.fail("training.num_epoch", "is given together with numb_steps; give one of them");
