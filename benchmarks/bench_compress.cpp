@@ -6,6 +6,7 @@
 // Counters: ms per call of each stage (profiling regions; embedding_ms and fitting_ms are the
 // two model stages inside forward and forces, so they overlap those two).
 #include "../tests/neighbor_test_helpers.hpp"
+#include "water_model_config.hpp"
 
 #include <dpk/core/profiling.hpp>
 #include <dpk/model/energy_model.hpp>
@@ -19,23 +20,8 @@ namespace {
 using dpk_test::Mem;
 using dpk_test::Space;
 
-dpk::DescriptorConfig water_descriptor() {
-  dpk::DescriptorConfig d;
-  d.sel = {46, 92};
-  d.rcut = 6.0;
-  d.rcut_smth = 0.5;
-  d.neuron = {25, 50, 100};
-  d.axis_neuron = 16;
-  d.type_one_side = true;
-  return d;
-}
-
-dpk::FittingConfig water_fitting() {
-  dpk::FittingConfig f;
-  f.neuron = {240, 240, 240};
-  f.resnet_dt = true;
-  return f;
-}
+using dpk_bench::water_descriptor;
+using dpk_bench::water_fitting;
 
 template <class Scalar>
 void inference(benchmark::State& state, bool compressed) {

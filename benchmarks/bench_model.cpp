@@ -8,6 +8,7 @@
 // compressed model's count has no embedding nets: its table lookups are not counted).
 #include <benchmark/benchmark.h>
 #include "../tests/source_paths.hpp"
+#include "water_model_config.hpp"
 
 #include <dpk/io/data_sampler.hpp>
 #include <dpk/io/system.hpp>
@@ -22,23 +23,8 @@ namespace {
 using Space = dpk::DefaultExecutionSpace;
 using Mem = dpk::memory_space_t<Space>;
 
-dpk::DescriptorConfig water_descriptor() {
-  dpk::DescriptorConfig d;
-  d.sel = {46, 92};
-  d.rcut = 6.0;
-  d.rcut_smth = 0.5;
-  d.neuron = {25, 50, 100};
-  d.axis_neuron = 16;
-  d.type_one_side = true;
-  return d;
-}
-
-dpk::FittingConfig water_fitting() {
-  dpk::FittingConfig f;
-  f.neuron = {240, 240, 240};
-  f.resnet_dt = true;
-  return f;
-}
+using dpk_bench::water_descriptor;
+using dpk_bench::water_fitting;
 
 dpk::System const& water_system() {
   static dpk::System system = dpk::read_system(std::string(dpk_test::source_dir()) + "/examples/water/data/data_0", {"O", "H"});

@@ -27,17 +27,6 @@ using namespace dpk_test;  // water_model_fixture.hpp
 
 std::string fixture_dir(bool tos) { return fixture + (tos ? "tos_true/" : "tos_false/"); }
 
-std::vector<double> frame_array(int frame, char const* what) {
-  return dpk::read_npy(fixture + "tos_true/frame" + std::to_string(frame) + "_" + what + ".npy").data;
-}
-
-double max_abs_difference(std::vector<double> const& a, std::vector<double> const& b) {
-  REQUIRE(a.size() == b.size());
-  double worst = 0;
-  for (std::size_t k = 0; k < a.size(); ++k) worst = std::max(worst, std::abs(a[k] - b[k]));
-  return worst;
-}
-
 /// The nets of `layout` (parameters `params`) at inputs `s`: values and ds-tangents from
 /// nn::NetworkFamily (the uncompressed model's own evaluation), (n, m1) row-major each.
 void net_values(dpk::ParameterLayout const& layout, std::vector<double> const& params, int net,

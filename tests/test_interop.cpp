@@ -10,6 +10,7 @@
 #include <dpk/io/npy.hpp>
 #include <dpk/potential.hpp>
 
+#include "error_test_helpers.hpp"
 #include "model_file_test_helpers.hpp"
 
 #include <algorithm>
@@ -103,17 +104,8 @@ struct Case {
 };
 std::vector<Case> const cases = {{"tos_true", false}, {"tos_false_3types", false}, {"float32", true}};
 
-/// Message of the dpk::Error thrown by `f` ("" when none).
-std::string error_of(std::function<void()> const& f) {
-  try {
-    f();
-  } catch (dpk::Error const& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(std::string const& text, std::string const& part) { return text.find(part) != std::string::npos; }
+using dpk_test::contains;
+using dpk_test::error_of;
 
 /// The fixture's dictionary with `edit` applied, refused by the importer with a message holding
 /// every string of `expect`.

@@ -7,6 +7,7 @@
 #include "source_paths.hpp"
 
 #include "error_test_helpers.hpp"
+#include "water_model_fixture.hpp"
 
 #include <dpk/io/npy.hpp>
 #include <dpk/potential.hpp>
@@ -21,9 +22,10 @@
 
 namespace {
 
-using Space = dpk::DefaultExecutionSpace;
-using Mem = dpk::memory_space_t<Space>;
-std::string const fixture = std::string(dpk_test::data_dir()) + "/water_model/tos_true/";
+using dpk_test::Mem;
+using dpk_test::Space;
+/// The fixture's tos_true case.
+std::string const fixture = dpk_test::fixture + "tos_true/";
 
 /// The fixture model's hyperparameters (tests/data/water_model/README.md).
 dpk::ModelFileData fixture_model_data() {
@@ -70,22 +72,9 @@ struct FixtureModelFile {
   ~FixtureModelFile() { std::filesystem::remove(path); }
 };
 
-std::vector<int> water_types() {
-  std::vector<int> t(192, 1);
-  for (int i = 0; i < 64; ++i) t[i] = 0;
-  return t;
-}
-
-std::vector<double> frame_array(int frame, char const* what) {
-  return dpk::read_npy(fixture + "frame" + std::to_string(frame) + "_" + what + ".npy").data;
-}
-
-double max_abs_difference(std::vector<double> const& a, std::vector<double> const& b) {
-  REQUIRE(a.size() == b.size());
-  double worst = 0;
-  for (std::size_t k = 0; k < a.size(); ++k) worst = std::max(worst, std::abs(a[k] - b[k]));
-  return worst;
-}
+using dpk_test::frame_array;
+using dpk_test::max_abs_difference;
+using dpk_test::water_types;
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 
 #include <dpk/parallel/communicator.hpp>
 #include "brute_distance.hpp"
+#include "error_test_helpers.hpp"
 #include "model_file_test_helpers.hpp"
 #include "train_test_helpers.hpp"
 #include <dpk/train/adam.hpp>
@@ -40,18 +41,8 @@ void spit(std::string const& path, std::string const& bytes) {
   out << bytes;
 }
 
-/// Error message of `f()`, or "" when it did not throw dpk::Error.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (dpk::Error const& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(std::string const& text, std::string const& part) { return text.find(part) != std::string::npos; }
+using dpk_test::contains;
+using dpk_test::error_of;
 
 dpk::ModelFileData sample_model(bool checkpoint) {
   dpk::ModelFileData d;

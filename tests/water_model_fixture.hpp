@@ -1,5 +1,5 @@
 #pragma once
-// Shared pieces of the model tests (test_model, test_compress): the water fixture that DeePMD-kit
+// Shared pieces of the model tests (test_model, test_compress, test_potential): the water fixture that DeePMD-kit
 // 3.2 generated (tests/data/water_model, see its NOTICE) and host <-> device helpers.
 #include <dpk/io/npy.hpp>
 #include "source_paths.hpp"
@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -23,6 +24,19 @@ inline std::vector<int> water_types() {
   std::vector<int> t(192, 1);
   for (int i = 0; i < 64; ++i) t[i] = 0;
   return t;
+}
+
+/// Array `what` of frame `frame` of the fixture's tos_true case (frame<frame>_<what>.npy).
+inline std::vector<double> frame_array(int frame, char const* what) {
+  return dpk::read_npy(fixture + "tos_true/frame" + std::to_string(frame) + "_" + what + ".npy").data;
+}
+
+/// Largest |a[k] - b[k]| of two arrays of the same size.
+inline double max_abs_difference(std::vector<double> const& a, std::vector<double> const& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (std::size_t k = 0; k < a.size(); ++k) worst = std::max(worst, std::abs(a[k] - b[k]));
+  return worst;
 }
 
 /// The fixture model's descriptor (rcut 6, sel [46, 92], embedding [8, 16], axis 4).
