@@ -7,11 +7,16 @@
 #
 #   benchmarks/side_by_side.sh [--venv DIR] [--dpk-train PATH] [--threads "1 2"]
 #       [--precision "float64 float32"] [--backends "dpk tf pt"] [--steps "50 250"]
-#       [--repeats 1] [--busy CORE | --busy-pairs CORE] [--bench-gemm PATH] [--out DIR]
+#       [--repeats 1] [--in-run K] [--busy CORE | --busy-pairs CORE] [--bench-gemm PATH] [--out DIR]
 #
 # Per step = (run of the larger step count - run of the smaller) / (difference), so start-up,
 # statistics and the final model cancel; CPU = user + sys of the process tree (/usr/bin/time),
-# wall = elapsed. Each repeat runs every (precision, threads, backend) once, the thread counts and
+# wall = elapsed. --in-run K: one run per setting instead (the larger count + K steps, lcurve.out
+# every K steps), timed at its lcurve.out lines of the two step counts (benchmarks/
+# lcurve_sampler.py: CPU of the process tree and wall time when each line appears), so that
+# per step = (time at the line of the larger count - time at the smaller) / (difference): no
+# pairing of two runs whose start-ups differ on a shared machine; the window holds one
+# validation line per K steps, for every backend alike. Each repeat runs every (precision, threads, backend) once, the thread counts and
 # backends one after the other, so that a slow spell of a shared machine hits all of them alike;
 # the table gives medians over the repeats, and the wall-time speed-up from the fewest to the most
 # threads is the median of each repeat's own ratio. Threads: OMP_NUM_THREADS and DeePMD-kit's
@@ -32,6 +37,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV="" DPK_TRAIN="$ROOT/build/openmp/examples/trainer/dpk-train" THREADS="1" PRECISIONS="float64 float32"
 BACKENDS="dpk tf pt" STEPS="50 250" REPEATS=1 OUT="$ROOT/out/side_by_side" BUSY="" LOADS="quiet" BENCH_GEMM=""
+IN_RUN=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --venv) VENV="$2"; shift 2 ;;
@@ -41,17 +47,23 @@ while [ $# -gt 0 ]; do
     --backends) BACKENDS="$2"; shift 2 ;;
     --steps) STEPS="$2"; shift 2 ;;
     --repeats) REPEATS="$2"; shift 2 ;;
+    --in-run) IN_RUN="$2"; shift 2 ;;
     --busy) BUSY="$2"; LOADS="busy"; shift 2 ;;
     --busy-pairs) BUSY="$2"; LOADS="quiet busy"; shift 2 ;;
     --bench-gemm) BENCH_GEMM="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "side_by_side.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 read -r N1 N2 <<<"$STEPS"
 case "$N1$N2" in ''|*[!0-9]*) echo "side_by_side.sh: --steps needs two step counts, got '$STEPS'" >&2; exit 2 ;; esac
 [ "$N2" -gt "$N1" ] || { echo "side_by_side.sh: --steps: the second count must be larger" >&2; exit 2; }
+if [ -n "$IN_RUN" ]; then
+  case "$IN_RUN" in ''|*[!0-9]*|0) echo "side_by_side.sh: --in-run needs a positive step count, got '$IN_RUN'" >&2; exit 2 ;; esac
+  [ $((N1 % IN_RUN)) -eq 0 ] && [ $((N2 % IN_RUN)) -eq 0 ] || {
+    echo "side_by_side.sh: --in-run $IN_RUN: both step counts ($N1, $N2) must be multiples of it (lcurve.out lines)" >&2; exit 2; }
+fi
 absolute() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }   # runs start in their own folders
 DPK_TRAIN=$(absolute "$DPK_TRAIN")
 if [ -n "$BENCH_GEMM" ]; then
@@ -89,11 +101,17 @@ write_input() {
   python3 "$ROOT/benchmarks/water_input.py" "$ROOT/examples/water/se_e2_a/input.json" "$ROOT/examples/water/data" "$1" "$3" "$2"
 }
 
-# run BACKEND THREADS PRECISION REPEAT STEPS LOAD: one training run, its times appended to the TSV.
+# run BACKEND THREADS PRECISION REPEAT STEPS LOAD: one training run, its times appended to the TSV
+# (with --in-run: a run of STEPS + K steps, the times at its lines of steps N1 and N2 as two rows).
 run() {
   local b="$1" t="$2" p="$3" r="$4" n="$5" load="$6" dir="$OUT/$1-t$2-$3-r$4-n$5-$6"
   rm -rf "$dir"; mkdir -p "$dir"
-  write_input "$n" "$p" "$dir/input.json"
+  if [ -n "$IN_RUN" ]; then
+    python3 "$ROOT/benchmarks/water_input.py" "$ROOT/examples/water/se_e2_a/input.json" "$ROOT/examples/water/data" \
+      "$((n + IN_RUN))" "$dir/input.json" "$p" "$IN_RUN"
+  else
+    write_input "$n" "$p" "$dir/input.json"
+  fi
   local cmd=()
   case "$b" in
     dpk) cmd=("$DPK_TRAIN" train input.json) ;;
@@ -102,14 +120,24 @@ run() {
   esac
   if ! (cd "$dir" && env OMP_NUM_THREADS="$t" DP_INTRA_OP_PARALLELISM_THREADS="$t" DP_INTER_OP_PARALLELISM_THREADS=1 \
           $([ "$b" = dpk ] || echo OPENBLAS_NUM_THREADS=1) \
+          $([ -n "$IN_RUN" ] && echo python3 "$ROOT/benchmarks/lcurve_sampler.py" lcurve.out samples.tsv --) \
           /usr/bin/time -f '%e %U %S' -o time.txt "${cmd[@]}" >log.txt 2>&1); then
     echo "side_by_side.sh: $b ($t threads, $p, $n steps) failed; last lines of $dir/log.txt:" >&2
     tail -5 "$dir/log.txt" >&2
     exit 1
   fi
-  read -r wall user sys <"$dir/time.txt"
   local gflop="-"   # the model's count that dpk-train prints ("... 2.2 GFLOP/step per rank")
   [ "$b" = dpk ] && gflop=$(sed -n 's/.* \([0-9.]*\) GFLOP\/step.*/\1/p' "$dir/log.txt" | tail -1)
+  if [ -n "$IN_RUN" ]; then
+    local s wall cpu
+    for s in "$N1" "$N2"; do
+      read -r wall cpu < <(awk -v s="$s" '$1 == s { print $2, $3; exit }' "$dir/samples.tsv")
+      [ -n "${wall:-}" ] || { echo "side_by_side.sh: $b ($t threads, $p): no lcurve.out line of step $s in $dir/samples.tsv" >&2; exit 1; }
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$b" "$t" "$p" "$r" "$s" "$wall" "$cpu" "${gflop:--}" "$load" >>"$TSV"
+    done
+    return
+  fi
+  read -r wall user sys <"$dir/time.txt"
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$b" "$t" "$p" "$r" "$n" "$wall" \
     "$(python3 -c "print(f'{$user + $sys:.2f}')")" "${gflop:--}" "$load" >>"$TSV"
 }
@@ -154,8 +182,12 @@ for r in $(seq 1 "$REPEATS"); do
       for load in $LOADS; do
         [ "$load" = busy ] && [ -z "$busy_pid" ] && busy_start
         for b in "${available[@]}"; do
-          run "$b" "$t" "$p" "$r" "$N1" "$load"
-          run "$b" "$t" "$p" "$r" "$N2" "$load"
+          if [ -n "$IN_RUN" ]; then
+            run "$b" "$t" "$p" "$r" "$N2" "$load"   # both rows from one run
+          else
+            run "$b" "$t" "$p" "$r" "$N1" "$load"
+            run "$b" "$t" "$p" "$r" "$N2" "$load"
+          fi
         done
         busy_stop
       done
