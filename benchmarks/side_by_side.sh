@@ -16,10 +16,11 @@
 # lcurve_sampler.py: CPU of the process tree and wall time when each line appears), so that
 # per step = (time at the line of the larger count - time at the smaller) / (difference): no
 # pairing of two runs whose start-ups differ on a shared machine; the window holds one
-# validation line per K steps, for every backend alike. Each repeat runs every (precision, threads, backend) once, the thread counts and
-# backends one after the other, so that a slow spell of a shared machine hits all of them alike;
-# the table gives medians over the repeats, and the wall-time speed-up from the fewest to the most
-# threads is the median of each repeat's own ratio. Threads: OMP_NUM_THREADS and DeePMD-kit's
+# validation line per K steps, for every backend alike. Each repeat runs every (precision,
+# threads, backend) once, the thread counts and backends one after the other, so that a slow
+# spell of a shared machine hits all of them alike; the table gives medians over the repeats, and
+# the wall-time speed-up from the fewest to the most threads is the median of each repeat's own
+# ratio. Threads: OMP_NUM_THREADS and DeePMD-kit's
 # DP_INTRA_OP_PARALLELISM_THREADS = T, DP_INTER_OP_PARALLELISM_THREADS = 1, OPENBLAS_NUM_THREADS
 # = 1 for DeePMD-kit (dpk-train sets its own BLAS default); dpk-train keeps its thread binding
 # defaults (docs/tuning.md). Without --venv, or when a backend does not import, that backend is
@@ -52,7 +53,7 @@ while [ $# -gt 0 ]; do
     --busy-pairs) BUSY="$2"; LOADS="quiet busy"; shift 2 ;;
     --bench-gemm) BENCH_GEMM="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "side_by_side.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -96,9 +97,11 @@ printf 'backend\tthreads\tprecision\trepeat\tsteps\twall_s\tcpu_s\tgflop_per_ste
 GEMM_TSV="$OUT/gemm_rate.tsv"
 printf 'threads\tprecision\trepeat\tgflops\n' >"$GEMM_TSV"
 
-# input.json of the water example with absolute data paths, `steps` steps, `precision`.
+# write_input STEPS PRECISION FILE [DISP_FREQ]: input.json of the water example with absolute data
+# paths, STEPS steps, PRECISION, an lcurve.out line every DISP_FREQ steps (default: at the end).
 write_input() {
-  python3 "$ROOT/benchmarks/water_input.py" "$ROOT/examples/water/se_e2_a/input.json" "$ROOT/examples/water/data" "$1" "$3" "$2"
+  python3 "$ROOT/benchmarks/water_input.py" "$ROOT/examples/water/se_e2_a/input.json" "$ROOT/examples/water/data" \
+    "$1" "$3" "$2" ${4:+"$4"}
 }
 
 # run BACKEND THREADS PRECISION REPEAT STEPS LOAD: one training run, its times appended to the TSV
@@ -106,12 +109,8 @@ write_input() {
 run() {
   local b="$1" t="$2" p="$3" r="$4" n="$5" load="$6" dir="$OUT/$1-t$2-$3-r$4-n$5-$6"
   rm -rf "$dir"; mkdir -p "$dir"
-  if [ -n "$IN_RUN" ]; then
-    python3 "$ROOT/benchmarks/water_input.py" "$ROOT/examples/water/se_e2_a/input.json" "$ROOT/examples/water/data" \
-      "$((n + IN_RUN))" "$dir/input.json" "$p" "$IN_RUN"
-  else
-    write_input "$n" "$p" "$dir/input.json"
-  fi
+  if [ -n "$IN_RUN" ]; then write_input "$((n + IN_RUN))" "$p" "$dir/input.json" "$IN_RUN"
+  else write_input "$n" "$p" "$dir/input.json"; fi
   local cmd=()
   case "$b" in
     dpk) cmd=("$DPK_TRAIN" train input.json) ;;
