@@ -396,11 +396,15 @@ TEST_CASE_TEMPLATE("dpk's long-sum kernel equals plain loops, and gemm through i
   auto value = [](int i, int j, int salt) { return Scalar(0.01 * ((i * 37 + j * 11 + salt) % 101) - 0.5); };
   check_kernel_switch("DPK_LONG_SUM_KERNEL", dpk::blas::detail::long_sum_kernel_use,
                       "DPK_LONG_SUM_KERNEL: expected 0 (the BLAS) or 1 (dpk's long-sum kernel)");
-  CHECK(dpk::blas::detail::long_sum_gemm_shape(128, 240, 1600));  // a fitting net's first layer
-  CHECK(dpk::blas::detail::long_sum_gemm_shape(1, 16, 1024));
-  CHECK_FALSE(dpk::blas::detail::long_sum_gemm_shape(128, 240, 240));  // its next layers
-  CHECK_FALSE(dpk::blas::detail::long_sum_gemm_shape(128, 15, 1600));
-  CHECK_FALSE(dpk::blas::detail::long_sum_gemm_shape(0, 240, 1600));
+  for (std::size_t bytes : {4, 8}) {
+    CHECK(dpk::blas::detail::long_sum_gemm_shape(128, 240, 1600, bytes));  // a fitting net's first layer
+    CHECK(dpk::blas::detail::long_sum_gemm_shape(128, 240, 1344, bytes));  // its part beside D's symmetric head
+    CHECK(dpk::blas::detail::long_sum_gemm_shape(1, 16, 1024, bytes));
+    CHECK_FALSE(dpk::blas::detail::long_sum_gemm_shape(128, 240, 240, bytes));  // its next layers
+    CHECK_FALSE(dpk::blas::detail::long_sum_gemm_shape(128, 15, 1600, bytes));
+    CHECK_FALSE(dpk::blas::detail::long_sum_gemm_shape(0, 240, 1600, bytes));
+    CHECK_FALSE(dpk::blas::detail::long_sum_gemm_shape(2000, 2000, 2000, bytes));  // B from memory: the BLAS
+  }
   alignas(64) Scalar line[64] = {};
   CHECK(dpk::blas::detail::rows_on_cache_lines(line, 64 / sizeof(Scalar)));
   CHECK_FALSE(dpk::blas::detail::rows_on_cache_lines(line + 1, 64 / sizeof(Scalar)));

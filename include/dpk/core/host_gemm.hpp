@@ -205,7 +205,7 @@ bool long_sum_gemm_views(bool trans_a, bool trans_b, typename AView::const_value
   if constexpr ((std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>) &&
                 std::is_same_v<typename BView::non_const_value_type, Scalar>) {
     if (trans_a || trans_b || (beta != Scalar(0) && beta != Scalar(1)) || a.stride(1) != 1 || b.stride(1) != 1 ||
-        c.stride(1) != 1 || !long_sum_kernel_enabled() || !long_sum_gemm_shape(c.extent(0), c.extent(1), a.extent(1)) ||
+        c.stride(1) != 1 || !long_sum_kernel_enabled() || !long_sum_gemm_shape(c.extent(0), c.extent(1), a.extent(1), sizeof(Scalar)) ||
         !rows_on_cache_lines(b.data(), std::ptrdiff_t(b.stride(0))))
       return false;
     long_sum_gemm(small_gemm_args(false, false, Scalar(alpha), a, b, beta != Scalar(0), c));

@@ -19,11 +19,18 @@
 
 namespace dpk::blas::detail {
 
-/// Whether the long-sum kernel takes C = A B of `rows` x `columns` with sums of `sum` terms:
-/// sums of at least 1024 terms (the fitting nets' first layers; on their 240-term layers it ran
-/// no faster than OpenBLAS) and at least 16 columns.
-inline bool long_sum_gemm_shape(std::size_t rows, std::size_t columns, std::size_t sum) {
-  return rows > 0 && columns >= 16 && sum >= 1024;
+/// Largest B (sum x columns scalars, in bytes) the long-sum kernel reads in place: every tile
+/// of C streams all of B, which must come from cache (a fitting net's W: 1.5 MB in float32,
+/// 3 MB in float64). A large square product from memory ran at a tenth of the BLAS' rate (2000^3
+/// in float64: 5-16 against 37-39 GFLOP/s, docs/performance.md "Thirty-sixth session").
+inline constexpr std::size_t long_sum_max_b_bytes = std::size_t(4) << 20;
+
+/// Whether the long-sum kernel takes C = A B of `rows` x `columns` with sums of `sum` terms of
+/// `scalar_bytes` each: sums of at least 1024 terms (the fitting nets' first layers; on their
+/// 240-term layers it ran no faster than OpenBLAS), at least 16 columns, and B within
+/// long_sum_max_b_bytes.
+inline bool long_sum_gemm_shape(std::size_t rows, std::size_t columns, std::size_t sum, std::size_t scalar_bytes) {
+  return rows > 0 && columns >= 16 && sum >= 1024 && sum * columns * scalar_bytes <= long_sum_max_b_bytes;
 }
 
 /// Whether blas::gemm gives such products to the long-sum kernel: DPK_LONG_SUM_KERNEL 0 no, 1
