@@ -3,7 +3,10 @@
 // and the full training gradient (energy + force loss), batch 1 and 8, float and double; the
 // `_compressed` variants run the same model with its embedding nets tabulated (step 0.01,
 // extrapolate 5, range from the batch's smallest neighbour distance; docs/compression.md):
-// compressed inference, and compressed training (fitting nets only, tables frozen).
+// compressed inference, and compressed training (fitting nets only, tables frozen);
+// `training_gradient_full_head` runs the first fitting layer on all of D's columns instead of
+// its symmetric head's distinct entries (EnergyModel::set_fitting_symmetric_head(false)): run
+// both with --benchmark_enable_random_interleaving=true --benchmark_repetitions=N to compare.
 // Counters: frames/s, and GFLOP/s against the model FLOP count of docs/performance.md (a
 // compressed model's count has no embedding nets: its table lookups are not counted).
 #include <benchmark/benchmark.h>
@@ -51,9 +54,10 @@ dpk::HostBatch water_batch(int nframes) {
 enum class Mode { forward, forces, training };
 
 template <class Scalar>
-void run(benchmark::State& state, Mode mode, bool compressed) {
+void run(benchmark::State& state, Mode mode, bool compressed, bool symmetric_head) {
   int const nframes = static_cast<int>(state.range(0));
   dpk::EnergyModel<Scalar, Space> model(water_descriptor(), water_fitting(), 2);
+  if (!symmetric_head) model.set_fitting_symmetric_head(false);
   model.initialize_parameters(1);
   model.compute_statistics(Space(), {water_batch(1)});
   model.set_energy_bias({-93.0, -187.0});
@@ -85,8 +89,12 @@ void run(benchmark::State& state, Mode mode, bool compressed) {
   state.counters["GFLOP/s"] = benchmark::Counter(per_call * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
 }
 
-void run_double(benchmark::State& state, Mode mode, bool compressed) { run<double>(state, mode, compressed); }
-void run_float(benchmark::State& state, Mode mode, bool compressed) { run<float>(state, mode, compressed); }
+void run_double(benchmark::State& state, Mode mode, bool compressed, bool symmetric_head = true) {
+  run<double>(state, mode, compressed, symmetric_head);
+}
+void run_float(benchmark::State& state, Mode mode, bool compressed, bool symmetric_head = true) {
+  run<float>(state, mode, compressed, symmetric_head);
+}
 
 }  // namespace
 
@@ -101,4 +109,8 @@ DPK_MODEL_BENCH(forward_forces, Mode::forces, false)
 DPK_MODEL_BENCH(training_gradient, Mode::training, false)
 DPK_MODEL_BENCH(forward_forces_compressed, Mode::forces, true)
 DPK_MODEL_BENCH(training_gradient_compressed, Mode::training, true)
+BENCHMARK_CAPTURE(run_double, training_gradient_full_head_double, Mode::training, false, false)
+    ->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(run_float, training_gradient_full_head_float, Mode::training, false, false)
+    ->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 

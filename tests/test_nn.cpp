@@ -299,6 +299,180 @@ TEST_CASE_TEMPLATE_DEFINE("network block passes in row chunks equal the per-net 
 }
 TEST_CASE_TEMPLATE_APPLY(network_blocks, dpk_test::ExecutionSpaces);
 
+// The fitting nets' input D = T^T T< has a symmetric M2 x M2 head; with set_symmetric_input_head
+// the chunked host path runs the first layer's products on its distinct entries with folded
+// weights. Against central finite differences of the per-net passes (full products): the
+// gradient of every first-layer weight, head rows (a, b) and (b, a) apart, and the input
+// cotangents along symmetric changes of D (both (a, b) and (b, a) moved: the head's cotangent
+// sits at (a, b) only, 0 at (b, a)); against the same chunked passes without the head to
+// rounding; repeated bit for bit. Several blocks per net (the gradient slabs), uneven chunks.
+TEST_CASE_TEMPLATE_DEFINE("network block passes with a symmetric input head equal finite differences", Space,
+                          network_symmetric_head) {
+  using Mem = dpk::memory_space_t<Space>;
+  using Scalar = double;
+  using M = dpk::MatrixView<Scalar, Mem>;
+  dpk::DescriptorConfig descriptor;
+  descriptor.sel = {3, 4};
+  descriptor.neuron = {2, 4, 5};  // M1 = 5
+  descriptor.axis_neuron = 3;     // M2 = 3: D has 15 columns, a 3 x 3 head of 6 distinct entries
+  dpk::FittingConfig fitting;
+  fitting.neuron = {6, 6};
+  fitting.resnet_dt = true;
+  dpk::ParameterLayout const layout(descriptor, fitting, 2);
+  auto const& shapes = layout.fitting_shapes;
+  auto const& offsets = layout.fitting_offsets;
+  int const m1 = 5, m2 = 3, n_in = m1 * m2, rows = 30;
+  REQUIRE(shapes.front().n_in == n_in);
+  std::vector<double> params = dpk::initial_parameters(layout, 11);
+  // Each row's D = T^T T< and D' = T'^T T< + T^T T'< from its own T, T' (4 x M1), as the descriptor makes them.
+  std::vector<double> x(rows * n_in), xt(rows * n_in), c(rows), d(rows);
+  for (int r = 0; r < rows; ++r) {
+    double t[4][5], tt[4][5];
+    for (int k = 0; k < 4; ++k)
+      for (int m = 0; m < m1; ++m) t[k][m] = std::sin(0.7 * r + 1.1 * k + 0.3 * m), tt[k][m] = std::cos(0.5 * r - 0.9 * k + 0.4 * m);
+    for (int m = 0; m < m1; ++m)
+      for (int n = 0; n < m2; ++n) {
+        double v = 0, vt = 0;
+        for (int k = 0; k < 4; ++k) v += t[k][m] * t[k][n], vt += tt[k][m] * t[k][n] + t[k][m] * tt[k][n];
+        x[r * n_in + m * m2 + n] = v;
+        xt[r * n_in + m * m2 + n] = vt;
+      }
+    c[r] = 0.3 + std::sin(2.1 * r);
+    d[r] = std::cos(0.4 * r) - 0.2;
+  }
+  // Net 0 in two blocks (the second sums through a slab), net 1 in one.
+  std::vector<dpk::nn::RowBlock> const blocks = {{0, 0, 12}, {1, 12, 21}, {0, 21, 30}};
+  auto pd = to_device<Scalar, Mem>(params, "p");
+  auto cd = to_device<Scalar, Mem>(c, "c"), dd = to_device<Scalar, Mem>(d, "d");
+  struct Result {
+    std::vector<double> out, outt, gx, gxt, grad;
+    bool head = false;
+  };
+  auto run = [&](int head, int chunk) {
+    dpk::nn::NetworkFamily<Scalar, Space> f(shapes, offsets, "dpk::test::fitting");
+    f.set_transposed_weights(false);
+    f.set_host_chunk_rows(chunk);
+    f.set_symmetric_input_head(head);
+    f.reserve(rows, true);
+    auto xd = to_device<Scalar, Mem>(x, "x"), xtd = to_device<Scalar, Mem>(xt, "xt");
+    auto grad = to_device<Scalar, Mem>(std::vector<double>(params.size(), 0.25), "grad");
+    dpk::View1<Scalar, Mem> gx("gx", x.size()), gxt("gxt", x.size());
+    f.forward_blocks(Space(), pd.data(), blocks, M(xd.data(), rows, n_in));
+    f.tangent_blocks(Space(), pd.data(), blocks, M(xtd.data(), rows, n_in));
+    f.backward_input_blocks(Space(), pd.data(), blocks, M(dd.data(), rows, 1), M(gxt.data(), rows, n_in));
+    f.reverse_blocks(Space(), pd.data(), grad.data(), blocks, M(xd.data(), rows, n_in), M(xtd.data(), rows, n_in),
+                     M(cd.data(), rows, 1), M(dd.data(), rows, 1), M(gx.data(), rows, n_in), false);
+    Result r;
+    r.head = head > 0 && f.host_chunks();
+    r.out = to_host<Scalar>(f.output(0, rows));
+    r.outt = to_host<Scalar>(f.output_tangent(0, rows));
+    r.gx = to_host<Scalar>(M(gx.data(), rows, n_in));
+    r.gxt = to_host<Scalar>(M(gxt.data(), rows, n_in));
+    auto hg = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad);
+    r.grad.assign(hg.data(), hg.data() + hg.size());
+    return r;
+  };
+  // The objective sum_r c_r out_r + d_r out'_r through the per-net passes (full products).
+  dpk::nn::NetworkFamily<Scalar, Space> plain(shapes, offsets, "dpk::test::fitting_plain");
+  plain.reserve(rows, true);
+  auto objective = [&](std::vector<double> const& p, std::vector<double> const& xv, std::vector<double> const& xtv) {
+    auto pv = to_device<Scalar, Mem>(p, "p");
+    auto xv_d = to_device<Scalar, Mem>(xv, "x"), xtv_d = to_device<Scalar, Mem>(xtv, "xt");
+    double sum = 0;
+    for (auto const& b : blocks) {
+      int const n = b.end - b.begin;
+      plain.forward(Space(), pv.data(), b.net, M(xv_d.data() + b.begin * n_in, n, n_in), b.begin, b.end);
+      plain.tangent(Space(), pv.data(), b.net, M(xtv_d.data() + b.begin * n_in, n, n_in), b.begin, b.end);
+      auto out = to_host<Scalar>(plain.output(b.begin, b.end)), outt = to_host<Scalar>(plain.output_tangent(b.begin, b.end));
+      for (int k = 0; k < n; ++k) sum += c[b.begin + k] * out[k] + d[b.begin + k] * outt[k];
+    }
+    return sum;
+  };
+  auto worst = [](std::vector<double> const& a, std::vector<double> const& b) {
+    REQUIRE(a.size() == b.size());
+    double w = 0;
+    for (std::size_t k = 0; k < a.size(); ++k) w = std::max(w, std::abs(a[k] - b[k]) / std::max(1.0, std::abs(b[k])));
+    return w;
+  };
+  // The cotangent along a symmetric change of D: (a, b) and (b, a) together.
+  auto symmetric_sum = [&](std::vector<double> const& g, int r, int a, int b) {
+    double v = g[r * n_in + a * m2 + b];
+    if (a != b) v += g[r * n_in + b * m2 + a];
+    return v;
+  };
+  double const h = 1e-6;
+  for (int chunk : {7, 1000}) {
+    CAPTURE(chunk);
+    Result const full = run(0, chunk), got = run(m2, chunk);
+    CHECK(got.head == dpk::host_schedule_v<Space>);  // the head runs on the chunked host path only
+    CHECK(worst(got.out, full.out) < 1e-14);
+    CHECK(worst(got.outt, full.outt) < 1e-14);
+    CHECK(worst(got.grad, full.grad) < 1e-13);
+    for (int r = 0; r < rows; ++r) {
+      for (int k = m2 * m2; k < n_in; ++k) {  // the other columns: each on its own
+        CHECK(got.gx[r * n_in + k] == doctest::Approx(full.gx[r * n_in + k]).epsilon(1e-13));
+        CHECK(got.gxt[r * n_in + k] == doctest::Approx(full.gxt[r * n_in + k]).epsilon(1e-13));
+      }
+      for (int a = 0; a < m2; ++a)
+        for (int b = a; b < m2; ++b) {
+          CHECK(symmetric_sum(got.gx, r, a, b) == doctest::Approx(symmetric_sum(full.gx, r, a, b)).epsilon(1e-13));
+          CHECK(symmetric_sum(got.gxt, r, a, b) == doctest::Approx(symmetric_sum(full.gxt, r, a, b)).epsilon(1e-13));
+          if (got.head && a != b) {  // the mirror's share is at (a, b)
+            CHECK(got.gx[r * n_in + b * m2 + a] == 0.0);
+            CHECK(got.gxt[r * n_in + b * m2 + a] == 0.0);
+          }
+        }
+    }
+    Result const again = run(m2, chunk);
+    CHECK(again.grad == got.grad);
+    CHECK(again.gx == got.gx);
+    if (chunk != 7) continue;
+    // Finite differences: first-layer weights of both nets at head rows (a, b), (b, a), the
+    // diagonal and the other rows, a few columns each; the biases.
+    int checked = 0;
+    for (int net : {0, 1}) {
+      auto const& l0 = offsets[net][0];
+      for (int row : {0 * m2 + 1, 1 * m2 + 0, 2 * m2 + 2, 1 * m2 + 2, 2 * m2 + 1, 10, 14})
+        for (int col : {0, 5}) {
+          std::size_t const k = l0.w + std::size_t(row) * shapes[0].n_out + col;
+          auto pp = params, pm = params;
+          pp[k] += h;
+          pm[k] -= h;
+          CAPTURE(net);
+          CAPTURE(row);
+          CHECK(got.grad[k] == doctest::Approx((objective(pp, x, xt) - objective(pm, x, xt)) / (2 * h)).epsilon(1e-6));
+          ++checked;
+        }
+      std::size_t const kb = l0.b + 3;
+      auto pp = params, pm = params;
+      pp[kb] += h;
+      pm[kb] -= h;
+      CHECK(got.grad[kb] == doctest::Approx((objective(pp, x, xt) - objective(pm, x, xt)) / (2 * h)).epsilon(1e-6));
+    }
+    CHECK(checked == 28);
+    // Input cotangents along symmetric changes of D (and of D' for the tangent seed's cotangent).
+    for (int r : {0, 13, 29})
+      for (std::pair<int, int> const entry : {std::pair{0, 1}, std::pair{2, 2}, std::pair{1, 2}, std::pair{4, 0}}) {
+        int const a = entry.first, b = entry.second;
+        auto move = [&](std::vector<double> v, double by) {
+          v[r * n_in + a * m2 + b] += by;
+          if (a < m2 && a != b) v[r * n_in + b * m2 + a] += by;
+          return v;
+        };
+        double const want = a < m2 ? symmetric_sum(got.gx, r, a, b) : got.gx[r * n_in + a * m2 + b];
+        double const want_t = a < m2 ? symmetric_sum(got.gxt, r, a, b) : got.gxt[r * n_in + a * m2 + b];
+        CAPTURE(r);
+        CAPTURE(a);
+        CAPTURE(b);
+        CHECK(want == doctest::Approx((objective(params, move(x, h), xt) - objective(params, move(x, -h), xt)) / (2 * h))
+                          .epsilon(1e-6));
+        CHECK(want_t == doctest::Approx((objective(params, x, move(xt, h)) - objective(params, x, move(xt, -h))) / (2 * h))
+                            .epsilon(1e-6));
+      }
+  }
+}
+TEST_CASE_TEMPLATE_APPLY(network_symmetric_head, dpk_test::ExecutionSpaces);
+
 TEST_CASE_TEMPLATE_DEFINE("a reverse pass over no rows writes a zero gradient, or leaves it when accumulating", Space,
                           reverse_no_rows) {
   using Mem = dpk::memory_space_t<Space>;

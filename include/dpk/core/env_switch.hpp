@@ -2,7 +2,7 @@
 /// \file env_switch.hpp
 /// \brief On/off switches and counts read from environment variables (DPK_HUGE_PAGES,
 /// DPK_EMBEDDING_UNIT_TANGENTS, DPK_EMBEDDING_PAIR_ROWS, DPK_EMBEDDING_CHUNK_ROWS,
-/// DPK_TN_SUM_KERNEL; docs/tuning.md).
+/// DPK_TN_SUM_KERNEL, DPK_FITTING_SYMMETRIC_HEAD; docs/tuning.md).
 
 #include <dpk/core/error.hpp>
 

@@ -63,7 +63,7 @@ class EnergyModel {
   EnergyModel(DescriptorConfig const& descriptor, FittingConfig const& fitting, int ntypes)
       : descriptor_(descriptor), fitting_(fitting), ntypes_(checked_ntypes(descriptor, fitting, ntypes)),
         layout_(descriptor, fitting, ntypes), descriptor_stage_(descriptor, layout_, ntypes),
-        fitting_stage_(layout_, ntypes, descriptor.neuron.back() * descriptor.axis_neuron) {
+        fitting_stage_(layout_, ntypes, descriptor.neuron.back() * descriptor.axis_neuron, descriptor.axis_neuron) {
     params_ = zeroed_vector<Scalar, memory_space>("dpk::model::parameters", layout_.buffer_size);
     grad_ = zeroed_vector<Scalar, memory_space>("dpk::model::gradient", layout_.buffer_size);
   }
@@ -162,6 +162,14 @@ class EnergyModel {
     forget_setups();
   }
   bool embedding_pair_rows() const { return descriptor_stage_.embedding_pair_rows(); }
+
+  /// D's symmetric head in the first fitting layer's products (FittingStage::set_symmetric_head;
+  /// default on, or DPK_FITTING_SYMMETRIC_HEAD). Takes effect at the next prepare().
+  void set_fitting_symmetric_head(bool on) {
+    fitting_stage_.set_symmetric_head(on);
+    forget_setups();
+  }
+  bool fitting_symmetric_head() const { return fitting_stage_.symmetric_head(); }
 
   /// Model compression (docs/compression.md): tables of the embedding nets built from the
   /// current parameters and statistics, for inputs down to the smallest neighbour distance

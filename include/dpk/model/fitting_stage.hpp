@@ -5,6 +5,7 @@
 /// Every pass takes its inputs and writes its outputs as arguments; the stage keeps the nets'
 /// activations (which its own later passes read) and the bias.
 
+#include <dpk/core/env_switch.hpp>
 #include <dpk/core/error.hpp>
 #include <dpk/core/types.hpp>
 #include <dpk/model/batch_layout.hpp>
@@ -26,13 +27,27 @@ class FittingStage {
   using Layout = BatchLayout<Scalar, memory_space>;
   using Vector = View1<Scalar, memory_space>;
 
-  /// The fitting nets of `layout` for `ntypes` centre types on descriptors of `width` columns.
-  FittingStage(ParameterLayout const& layout, int ntypes, int width)
-      : ntypes_(ntypes), width_(width),
+  /// The fitting nets of `layout` for `ntypes` centre types on descriptors of `width` = M1 M2
+  /// columns (D, M1 x M2 row-major per row).
+  FittingStage(ParameterLayout const& layout, int ntypes, int width, int m2)
+      : ntypes_(ntypes), width_(width), m2_(m2),
         nets_(layout.fitting_shapes, layout.fitting_buffer_offsets, "dpk::model::fitting") {
     nets_.set_transposed_weights(false);  // 1600 x 240 per net: more to transpose than it saves
+    set_symmetric_head(env_switch("DPK_FITTING_SYMMETRIC_HEAD", true,
+                                  "0 (full first-layer products) or 1 (D's symmetric head folded)"));
     set_energy_bias(std::vector<double>(ntypes, 0.0));
   }
+
+  /// D's first M2 x M2 block is symmetric (D = T^T T<, SPEC.md section 5): with `on` the first
+  /// fitting layer's products on the chunked host path take its M2 (M2 + 1) / 2 distinct entries
+  /// against folded weights instead of all M2^2 (nn::NetworkFamily::set_symmetric_input_head;
+  /// the same energies and gradients up to rounding). Default on, or
+  /// DPK_FITTING_SYMMETRIC_HEAD. Takes effect at the next reserve().
+  void set_symmetric_head(bool on) {
+    bool const fits = m2_ > 0 && width_ % m2_ == 0 && m2_ <= width_ / m2_;  // M2 <= M1
+    nets_.set_symmetric_input_head(on && fits ? m2_ : 0);
+  }
+  bool symmetric_head() const { return nets_.symmetric_input_head() > 0; }
 
   /// Per-type energy bias added to every atomic energy.
   void set_energy_bias(std::vector<double> const& bias) {
@@ -159,7 +174,7 @@ class FittingStage {
   /// of the rows (see reserve).
   static constexpr int min_block_rows = 64;
 
-  int ntypes_ = 0, width_ = 0;
+  int ntypes_ = 0, width_ = 0, m2_ = 0;
   std::vector<nn::RowBlock> blocks_;
   nn::NetworkFamily<Scalar, ExecutionSpace> nets_;
   std::vector<double> bias_;

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace dpk::nn {
@@ -66,6 +67,29 @@ inline std::vector<LayerShape> fitting_shapes(int n_in, std::vector<int> const& 
   return shapes;
 }
 
+/// A layer input whose first n x n columns hold a symmetric matrix, row-major: column a n + b
+/// equals column b n + a bit for bit (the fitting nets' D = T^T T<, SPEC.md section 5: its first
+/// M2 x M2 block). Inside one host thread the layer's products then run on the n (n + 1) / 2
+/// distinct head columns with folded weights (W(a, b) + W(b, a)) and on the other columns in
+/// place, which shortens every product's inner dimension (1600 -> 1480 for the water model); the
+/// head's input cotangent goes to column a n + b, 0 to its mirror b n + a (the descriptor's
+/// cotangent needs only their sum), and its weight gradient to both. Set by NetworkFamily
+/// (set_symmetric_input_head) on a net's first layer on the chunked host path only.
+template <class Scalar, class MemorySpace>
+struct SymmetricHead {
+  int n = 0;                    ///< head size (0: no head)
+  int const* pairs = nullptr;   ///< [2 packed()]: column a n + b (a <= b) and its mirror b n + a
+  MatrixView<Scalar, MemorySpace> folded;  ///< (packed(), n_out): W(a, b) + W(b, a), W(a, a) on the diagonal
+  Scalar* scratch = nullptr;    ///< the calling thread's scratch: scratch_size(rows, n_out) scalars
+  int packed() const { return n * (n + 1) / 2; }
+  int columns() const { return n * n; }
+  /// Scalars of scratch for products of `rows` rows and `n_out` output columns.
+  static std::size_t scratch_size(int n, int rows, int n_out) {
+    std::size_t const p = std::size_t(n) * (n + 1) / 2;
+    return 2 * p * std::size_t(rows) + p * std::size_t(n_out);
+  }
+};
+
 /// Parameter views of one layer, windows into the flat parameter (or gradient) buffer.
 template <class Scalar, class MemorySpace>
 struct LayerParams {
@@ -76,6 +100,8 @@ struct LayerParams {
   /// then read transposed). Host BLAS runs the plain product with the stored transpose 1.3-1.6x
   /// faster than the transposed one at the embedding nets' sizes (docs/performance.md).
   MatrixView<Scalar, MemorySpace> wt;
+  /// The input's symmetric head (n 0: none; see SymmetricHead).
+  SymmetricHead<Scalar, MemorySpace> head;
 
   /// Views into `buffer` at `offsets`.
   static LayerParams at(Scalar* buffer, LayerShape const& shape, LayerOffsets const& offsets) {
@@ -106,10 +132,134 @@ TimestepScale<Scalar, MemorySpace> timestep_scale(LayerShape const& shape, Layer
 
 namespace detail {
 
-/// gx = beta gx + gz w^T, through the stored transpose p.wt when the layer has one.
+/// Columns [first, extent) of `m` (rows keep their stride).
+template <class Scalar, class MemorySpace>
+auto columns_from(MatrixView<Scalar, MemorySpace> const& m, int first) {
+  return Kokkos::subview(m, Kokkos::ALL(), std::make_pair(first, int(m.extent(1))));
+}
+
+/// Rows [first, extent) of `m`.
+template <class Scalar, class MemorySpace>
+MatrixView<Scalar, MemorySpace> rows_from(MatrixView<Scalar, MemorySpace> const& m, int first) {
+  return MatrixView<Scalar, MemorySpace>(m.data() + std::size_t(first) * m.stride(0), m.extent(0) - first,
+                                         m.extent(1));
+}
+
+/// packed(r, k) = x(r, column of distinct head entry k) in the calling host thread.
+template <class Scalar, class MemorySpace>
+void pack_head(SymmetricHead<Scalar, MemorySpace> const& head, MatrixView<Scalar, MemorySpace> x,
+               MatrixView<Scalar, MemorySpace> packed) {
+  int const rows = int(x.extent(0)), np = head.packed();
+  for (int r = 0; r < rows; ++r) {
+    Scalar const* const in = &x(r, 0);
+    Scalar* const out = &packed(r, 0);
+    for (int k = 0; k < np; ++k) out[k] = in[head.pairs[2 * k]];
+  }
+}
+
+/// out = beta out + x W in the calling host thread for a layer whose input has a symmetric head:
+/// the other columns against W's rows in place, then the packed head against the folded rows.
+template <class Scalar, class MemorySpace>
+void head_input_product(LayerParams<Scalar, MemorySpace> const& p, MatrixView<Scalar, MemorySpace> x, Scalar beta,
+                        MatrixView<Scalar, MemorySpace> out) {
+  SymmetricHead<Scalar, MemorySpace> const& head = p.head;
+  int const rows = int(x.extent(0)), h = head.columns();
+  blas::gemm(InThread{}, "N", "N", Scalar(1), columns_from(x, h), rows_from(p.w, h), beta, out);
+  MatrixView<Scalar, MemorySpace> const packed(head.scratch, rows, head.packed());
+  pack_head(head, x, packed);
+  blas::gemm(InThread{}, "N", "N", Scalar(1), packed, head.folded, Scalar(1), out);
+}
+
+/// gx = beta gx + gz W^T in the calling host thread for a layer whose input has a symmetric head:
+/// the other columns from W's rows in place; the head's from the folded rows, each distinct
+/// entry's at column a n + b and 0 at its mirror b n + a.
+template <class Scalar, class MemorySpace>
+void head_input_cotangent(LayerParams<Scalar, MemorySpace> const& p, MatrixView<Scalar, MemorySpace> gz, Scalar beta,
+                          MatrixView<Scalar, MemorySpace> gx) {
+  SymmetricHead<Scalar, MemorySpace> const& head = p.head;
+  int const rows = int(gz.extent(0)), h = head.columns(), np = head.packed();
+  blas::gemm(InThread{}, "N", "T", Scalar(1), gz, rows_from(p.w, h), beta, columns_from(gx, h));
+  MatrixView<Scalar, MemorySpace> const packed(head.scratch, rows, np);
+  blas::gemm(InThread{}, "N", "T", Scalar(1), gz, head.folded, Scalar(0), packed);
+  for (int r = 0; r < rows; ++r) {
+    Scalar* const out = &gx(r, 0);
+    Scalar const* const in = &packed(r, 0);
+    for (int k = 0; k < np; ++k) {
+      int const at = head.pairs[2 * k], mirror = head.pairs[2 * k + 1];
+      if (beta == Scalar(0)) {
+        out[at] = in[k];
+        if (mirror != at) out[mirror] = Scalar(0);
+      } else {
+        out[at] = beta * out[at] + in[k];
+        if (mirror != at) out[mirror] = beta * out[mirror];
+      }
+    }
+  }
+}
+
+/// dW = beta dW + x^T gz + xt^T gzt in the calling host thread for a layer whose input has a
+/// symmetric head (xt may be empty): the other rows of dW in place; the head's rows summed once
+/// per distinct entry (packed inputs) and written to both rows a n + b and b n + a.
+template <class Scalar, class MemorySpace>
+void head_weight_gradient(LayerParams<Scalar, MemorySpace> const& p, MatrixView<Scalar, MemorySpace> x,
+                          MatrixView<Scalar, MemorySpace> gz, MatrixView<Scalar, MemorySpace> xt,
+                          MatrixView<Scalar, MemorySpace> gzt, Scalar beta, MatrixView<Scalar, MemorySpace> dw,
+                          View1<Scalar, MemorySpace> const& partials) {
+  using Matrix = MatrixView<Scalar, MemorySpace>;
+  SymmetricHead<Scalar, MemorySpace> const& head = p.head;
+  int const rows = int(x.extent(0)), h = head.columns(), np = head.packed(), n_out = int(dw.extent(1));
+  bool const two = xt.extent(0) > 0;
+  auto const x_rest = columns_from(x, h);
+  decltype(x_rest) const xt_rest = two ? columns_from(xt, h) : decltype(x_rest)();
+  blas::gemm_tn_sum(InThread{}, Scalar(1), x_rest, gz, xt_rest, gzt, beta, rows_from(dw, h), partials);
+  Matrix const packed(head.scratch, rows, np);
+  Matrix const packed_t = two ? Matrix(head.scratch + std::size_t(rows) * np, rows, np) : Matrix();
+  Matrix const sum(head.scratch + 2 * std::size_t(rows) * np, np, n_out);
+  pack_head(head, x, packed);
+  if (two) pack_head(head, xt, packed_t);
+  blas::gemm_tn_sum(InThread{}, Scalar(1), packed, gz, packed_t, two ? gzt : Matrix(), Scalar(0), sum, partials);
+  for (int k = 0; k < np; ++k) {
+    Scalar const* const in = &sum(k, 0);
+    for (int mirror = 0; mirror < 2; ++mirror) {
+      if (mirror && head.pairs[2 * k + 1] == head.pairs[2 * k]) break;
+      Scalar* const out = &dw(head.pairs[2 * k + mirror], 0);
+      if (beta == Scalar(0)) {
+        DPK_SIMD_LOOP
+        for (int c = 0; c < n_out; ++c) out[c] = in[c];
+      } else {
+        DPK_SIMD_LOOP
+        for (int c = 0; c < n_out; ++c) out[c] = beta * out[c] + in[c];
+      }
+    }
+  }
+}
+
+/// Whether the products of a layer with parameters `p` on `ExecutionSpace` go through its input's
+/// symmetric head (one host thread, a head set).
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+bool uses_head(LayerParams<Scalar, MemorySpace> const& p) {
+  return std::is_same_v<ExecutionSpace, InThread> && p.head.n > 0;
+}
+
+/// out = x W (z of a layer with an input of several columns), through the input's symmetric
+/// head where the layer has one (head_input_product).
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+void input_product(ExecutionSpace const& space, LayerParams<Scalar, MemorySpace> const& p,
+                   MatrixView<Scalar, MemorySpace> x, MatrixView<Scalar, MemorySpace> out) {
+  if constexpr (std::is_same_v<ExecutionSpace, InThread>) {
+    if (uses_head<ExecutionSpace>(p)) return head_input_product(p, x, Scalar(0), out);
+  }
+  blas::gemm(space, "N", "N", Scalar(1), x, p.w, Scalar(0), out);
+}
+
+/// gx = beta gx + gz w^T, through the stored transpose p.wt when the layer has one, or through
+/// the input's symmetric head (head_input_cotangent).
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 void add_input_cotangent(ExecutionSpace const& space, LayerParams<Scalar, MemorySpace> const& p,
                          MatrixView<Scalar, MemorySpace> gz, Scalar beta, MatrixView<Scalar, MemorySpace> gx) {
+  if constexpr (std::is_same_v<ExecutionSpace, InThread>) {
+    if (uses_head<ExecutionSpace>(p)) return head_input_cotangent(p, gz, beta, gx);
+  }
   if (p.wt.extent(0) > 0)
     blas::gemm(space, "N", "N", Scalar(1), gz, p.wt, beta, gx);
   else
@@ -250,7 +400,7 @@ void layer_forward(ExecutionSpace const& space, LayerShape const& shape,
   if (rows == 0) return;
   int const n_in = shape.n_in, n_out = shape.n_out;
   bool const rank_one = n_in == 1;
-  if (!rank_one) blas::gemm(space, "N", "N", Scalar(1), x, p.w, Scalar(0), out);
+  if (!rank_one) detail::input_product(space, p, x, out);
   auto w = p.w;
   auto b = p.b;
   if (!shape.tanh) {
@@ -273,7 +423,7 @@ void layer_tangent(ExecutionSpace const& space, LayerShape const& shape, LayerPa
   if (rows == 0) return;
   int const n_in = shape.n_in, n_out = shape.n_out;
   bool const rank_one = n_in == 1;
-  if (!rank_one) blas::gemm(space, "N", "N", Scalar(1), xt, p.w, Scalar(0), zt);
+  if (!rank_one) detail::input_product(space, p, xt, zt);
   auto w = p.w;
   if (!shape.tanh) {
     for_each_element(space, "dpk::nn::Dense::tangent_linear", rows, n_out, KOKKOS_LAMBDA(int const r, int const c) {
@@ -489,7 +639,14 @@ void layer_reverse(ExecutionSpace const& space, LayerShape const& shape, LayerPa
   MatrixView<Scalar, MemorySpace> ones_r(scratch.ones.data(), rows, 1);
   // dW += x^T gz + x'^T gz';  db += 1^T gz;  didt += 1^T (h g + h' g')
   Scalar const beta = accumulate ? Scalar(1) : Scalar(0);
-  blas::gemm_tn_sum(space, Scalar(1), x, gz_use, xt, gzt_use, beta, grad.w, scratch.partials);
+  if constexpr (std::is_same_v<ExecutionSpace, InThread>) {
+    if (detail::uses_head<ExecutionSpace>(p))
+      detail::head_weight_gradient(p, x, gz_use, xt, gzt_use, beta, grad.w, scratch.partials);
+    else
+      blas::gemm_tn_sum(space, Scalar(1), x, gz_use, xt, gzt_use, beta, grad.w, scratch.partials);
+  } else {
+    blas::gemm_tn_sum(space, Scalar(1), x, gz_use, xt, gzt_use, beta, grad.w, scratch.partials);
+  }
   blas::gemm_tn_sum(space, Scalar(1), ones_r, gz_use, none, none, beta, grad.b, scratch.partials);
   if (has_idt) blas::gemm_tn_sum(space, Scalar(1), ones_r, product, none, none, beta, grad.idt, scratch.partials);
   if (gx.extent(0) > 0) {

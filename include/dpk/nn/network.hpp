@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace dpk::nn {
@@ -64,6 +65,7 @@ class NetworkFamily {
       }
     transposed_size_ = at;
     transposed_from_.assign(offsets_.size(), nullptr);
+    folded_from_.assign(offsets_.size(), nullptr);
     named_.assign(offsets_.size(), 0);
   }
 
@@ -89,6 +91,26 @@ class NetworkFamily {
     transposed_weights_ = on;
     std::fill(transposed_from_.begin(), transposed_from_.end(), nullptr);
   }
+
+  /// The input's first n x n columns hold a symmetric matrix, row-major (see SymmetricHead; the
+  /// fitting nets' D: n = M2). On the chunked host path the first layer's products then run on
+  /// its n (n + 1) / 2 distinct columns with weights folded at each forward pass (W(a, b) +
+  /// W(b, a)) and on the other columns in place: equal to the full products up to rounding, with
+  /// the head's input cotangent all at column a n + b (0 at b n + a). 0 (the default): none.
+  /// Call reserve() after changing it.
+  void set_symmetric_input_head(int n) {
+    require(n >= 0 && std::size_t(n) * n <= std::size_t(n_input()),
+            "nn::NetworkFamily::set_symmetric_input_head: the head must fit in the input's columns");
+    head_n_ = n;
+    head_pairs_.clear();
+    for (int a = 0; a < n; ++a)
+      for (int b = a; b < n; ++b) {
+        head_pairs_.push_back(a * n + b);
+        head_pairs_.push_back(b * n + a);
+      }
+    std::fill(folded_from_.begin(), folded_from_.end(), nullptr);
+  }
+  int symmetric_input_head() const { return head_n_; }
 
   /// Unit input tangents, for nets with one input column on the chunked host path (the
   /// descriptor's embedding nets; see unit_tangents()). forward_blocks(..., tangents = true) then
@@ -148,6 +170,12 @@ class NetworkFamily {
       scratch_rows = std::max(rows, std::size_t(ExecutionSpace().concurrency()) * chunk_rows_);
     std::size_t const flat = scratch_rows * static_cast<std::size_t>(width_max_);
     for (auto* v : {&g_a_, &g_b_, &gz_, &seed_g_}) grow(*v, flat, "cotangent");
+    if (uses_head()) {
+      std::size_t const threads = std::size_t(ExecutionSpace().concurrency());
+      head_scratch_size_ = SymmetricHead<Scalar, memory_space>::scratch_size(head_n_, chunk_rows_, shapes_[0].n_out);
+      grow(head_scratch_, threads * head_scratch_size_, "symmetric_head_scratch");
+      grow(folded_, std::size_t(num_nets()) * head_weights_size(), "folded_head_weights");
+    }
     if (inner_in_scratch()) {
       std::size_t const inner = std::size_t(ExecutionSpace().concurrency()) * chunk_rows_ * inner_width_;
       grow(inner_, inner, "inner_outputs");
@@ -193,6 +221,7 @@ class NetworkFamily {
     if (host_chunks()) {
       name_nets(blocks);
       transpose_weights(space, params);
+      fold_head_weights(space, params);
     }
     bool const unit = tangents && unit_capable();
     if (unit) {
@@ -205,9 +234,9 @@ class NetworkFamily {
     run_blocks(space, blocks, "dpk::nn::NetworkFamily::forward_chunks",
                [&](auto const& on, int worker, int net, int r0, int r1) {
                  int const inner = chunk_worker(worker);
-                 forward_layers(on, params, net, rows_of(x0, r0, r1), r0, r1, inner);
+                 forward_layers(on, params, net, rows_of(x0, r0, r1), r0, r1, inner, worker);
                  if (unit)  // the tangents for input tangent 1, while the chunk's h is in cache
-                   tangent_layers(on, params, net, ones_rows(r1 - r0), r0, r1, unit_rows(r0, r1), inner);
+                   tangent_layers(on, params, net, ones_rows(r1 - r0), r0, r1, unit_rows(r0, r1), inner, worker);
                  if (sink) sink(net, r0, r1, output(r0, r1));
                });
     unit_ready_ = unit;
@@ -232,9 +261,10 @@ class NetworkFamily {
                    }
                    return;
                  }
-                 if (!sink) return tangent_layers(on, params, net, rows_of(x0t, r0, r1), r0, r1, Matrix(), inner);
+                 if (!sink)
+                   return tangent_layers(on, params, net, rows_of(x0t, r0, r1), r0, r1, Matrix(), inner, worker);
                  Matrix const last(last_tangent_.data() + scratch_start(worker), r1 - r0, n_output());
-                 tangent_layers(on, params, net, rows_of(x0t, r0, r1), r0, r1, last, inner);
+                 tangent_layers(on, params, net, rows_of(x0t, r0, r1), r0, r1, last, inner, worker);
                  sink(net, r0, r1, last);
                });
   }
@@ -252,7 +282,7 @@ class NetworkFamily {
                    if constexpr (host_schedule_v<ExecutionSpace>) dot_rows(g, unit_rows(r0, r1), rows_of(g_in, r0, r1));
                    return;
                  }
-                 backward_input_layers(on, params, net, r0, r1, g, rows_of(g_in, r0, r1), s0);
+                 backward_input_layers(on, params, net, r0, r1, g, rows_of(g_in, r0, r1), s0, worker);
                });
   }
 
@@ -324,12 +354,47 @@ class NetworkFamily {
     }
   }
 
+  /// Folds the first layer's head rows of the nets marked by name_nets() (see
+  /// set_symmetric_input_head) on the chunked host path: folded(k) = W(a n + b) + W(b n + a) for
+  /// the k-th distinct entry (a <= b), W(a n + a) on the diagonal. Runs with each forward pass,
+  /// like transpose_weights; one parallel region over (net, entry) pairs, unmarked nets skipped.
+  void fold_head_weights(ExecutionSpace const& space, Scalar* params) {
+    if constexpr (host_schedule_v<ExecutionSpace>) {
+      if (!uses_head()) return;
+      require(folded_.extent(0) >= std::size_t(num_nets()) * head_weights_size(),
+              "nn::NetworkFamily: call reserve() after set_symmetric_input_head()");
+      int const np = int(head_pairs_.size() / 2), n_out = shapes_[0].n_out;
+      Scalar* const out = folded_.data();
+      int const* const pairs = head_pairs_.data();
+      space.fence();
+      Kokkos::parallel_for(
+          "dpk::nn::NetworkFamily::fold_head_weights",
+          Kokkos::RangePolicy<ExecutionSpace>(space, 0, num_nets() * np), [&](int const item) {
+            int const net = item / np, k = item % np;
+            if (!named_[net]) return;
+            auto const w = param(params, net, 0).w;
+            int const at = pairs[2 * k], mirror = pairs[2 * k + 1];
+            Scalar* const f = out + std::size_t(net) * head_weights_size() + std::size_t(k) * n_out;
+            Scalar const* const wa = &w(at, 0);
+            Scalar const* const wb = &w(mirror, 0);
+            if (at == mirror)
+              for (int c = 0; c < n_out; ++c) f[c] = wa[c];
+            else
+              for (int c = 0; c < n_out; ++c) f[c] = wa[c] + wb[c];
+          });
+      space.fence();
+      for (int net = 0; net < num_nets(); ++net)
+        if (named_[net]) folded_from_[net] = params;
+    }
+  }
+
   /// Values of net `net` for input x0 (rows [r0, r1), width n_input()).
   void forward(ExecutionSpace const& space, Scalar* params, int net, Matrix x0, int r0, int r1) {
     unit_ready_ = false;
     if (host_chunks()) {
       name_nets({RowBlock{net, r0, r1}});
       transpose_weights(space, params);
+      fold_head_weights(space, params);
     }
     forward_layers(space, params, net, x0, r0, r1);
   }
@@ -375,6 +440,30 @@ class NetworkFamily {
     return Params::at(buffer, shapes_[l], offsets[net][l]);
   }
 
+  /// True where the first layer's products go through the input's symmetric head: one set, on
+  /// the chunked host path.
+  bool uses_head() const { return head_n_ > 0 && host_chunks(); }
+  /// Scalars of one net's folded head weights (distinct entries x the first layer's outputs).
+  std::size_t head_weights_size() const { return head_pairs_.size() / 2 * std::size_t(shapes_[0].n_out); }
+
+  /// `p` (layer l of net `net`, read from `buffer`) for a pass inside host thread `worker` of the
+  /// chunked path: the first layer gets the input's symmetric head when the last forward pass
+  /// folded its weights from the same buffer (otherwise it runs the full products).
+  template <class Space>
+  Params with_head(Params p, Scalar* buffer, int net, int l, int worker) const {
+    if constexpr (std::is_same_v<Space, InThread>) {
+      if (l == 0 && worker >= 0 && uses_head() && folded_from_[net] == buffer) {
+        int const np = int(head_pairs_.size() / 2), n_out = shapes_[0].n_out;
+        p.head.n = head_n_;
+        p.head.pairs = head_pairs_.data();
+        p.head.folded = Matrix(folded_.data() + std::size_t(net) * head_weights_size(), np, n_out);
+        p.head.scratch = head_scratch_.data() + std::size_t(worker) * head_scratch_size_;
+      }
+    }
+    (void)buffer, (void)net, (void)l, (void)worker;
+    return p;
+  }
+
   static Matrix rows_of(View1<Scalar, memory_space> const& v, int ncol, int r0, int r1) {
     return Matrix(v.data() + static_cast<std::size_t>(r0) * ncol, r1 - r0, ncol);
   }
@@ -390,12 +479,15 @@ class NetworkFamily {
   // scratch_start(worker) for a chunk (each worker owns chunk_rows_ * width_max_ elements).
   // `inner` (chunk_worker()): the worker whose scratch rows hold the inner layers' outputs, or
   // -1 for the family's buffers.
+  // `worker`: the host thread of a chunk (its scratch for the symmetric head, with_head), or -1.
   template <class Space>
-  void forward_layers(Space const& space, Scalar* params, int net, Matrix x0, int r0, int r1, int inner = -1) {
+  void forward_layers(Space const& space, Scalar* params, int net, Matrix x0, int r0, int r1, int inner = -1,
+                      int worker = -1) {
     Matrix x = x0;
     for (int l = 0; l < num_layers(); ++l) {
       Matrix const o = inner_rows(inner_, inner, l, r0, r1, out(l, r0, r1));
-      layer_forward(space, shapes_[l], param(params, net, l), x, rows_of(h_[l], shapes_[l].n_out, r0, r1), o);
+      layer_forward(space, shapes_[l], with_head<Space>(param(params, net, l), params, net, l, worker), x,
+                    rows_of(h_[l], shapes_[l].n_out, r0, r1), o);
       x = o;
     }
   }
@@ -403,15 +495,15 @@ class NetworkFamily {
   /// `last`: where the final output tangent goes (default: output_tangent()).
   template <class Space>
   void tangent_layers(Space const& space, Scalar* params, int net, Matrix x0t, int r0, int r1, Matrix last = {},
-                      int inner = -1) {
+                      int inner = -1, int worker = -1) {
     Matrix xt = x0t;
     for (int l = 0; l < num_layers(); ++l) {
       int const n = shapes_[l].n_out;
       Matrix const outt = l == num_layers() - 1 && last.extent(0) > 0
                               ? last
                               : inner_rows(inner_t_, inner, l, r0, r1, out_tangent(l, r0, r1));
-      layer_tangent(space, shapes_[l], param(params, net, l), xt, rows_of(h_[l], n, r0, r1), rows_of(zt_[l], n, r0, r1),
-                    outt);
+      layer_tangent(space, shapes_[l], with_head<Space>(param(params, net, l), params, net, l, worker), xt,
+                    rows_of(h_[l], n, r0, r1), rows_of(zt_[l], n, r0, r1), outt);
       xt = outt;
     }
   }
@@ -429,7 +521,7 @@ class NetworkFamily {
 
   template <class Space>
   void backward_input_layers(Space const& space, Scalar* params, int net, int r0, int r1, Matrix g_out, Matrix g_in,
-                             std::size_t s0) {
+                             std::size_t s0, int worker = -1) {
     int const rows = r1 - r0;
     auto scratch = [&](View1<Scalar, memory_space> const& v, int ncol) { return Matrix(v.data() + s0, rows, ncol); };
     bool const keep = g1_.size() == shapes_.size() && g1_.back().extent(0) > 0;
@@ -439,7 +531,8 @@ class NetworkFamily {
       Matrix gx = l == 0 ? g_in
                          : (keep ? rows_of(g1_[l - 1], s.n_in, r0, r1) : scratch(l % 2 ? g_a_ : g_b_, s.n_in));
       Matrix gz = scratch(gz_, s.n_out);
-      layer_backward_input(space, s, backward_param(params, net, l), rows_of(h_[l], s.n_out, r0, r1), g, gz, gx);
+      layer_backward_input(space, s, with_head<Space>(backward_param(params, net, l), params, net, l, worker),
+                           rows_of(h_[l], s.n_out, r0, r1), g, gz, gx);
       g = gx;
     }
   }
@@ -452,7 +545,7 @@ class NetworkFamily {
   void reverse_layers(Space const& space, Scalar* params, Scalar* grads,
                       std::vector<std::vector<LayerOffsets>> const& grad_offsets, int net, Matrix x0, Matrix x0t, int r0,
                       int r1, Matrix g_out, Matrix gt_out, Matrix g_in, bool accumulate, std::size_t s0, int inner = -1,
-                      bool unit = false) {
+                      bool unit = false, int worker = -1) {
     int const rows = r1 - r0;
     auto scratch = [&](View1<Scalar, memory_space> const& v, int ncol) { return Matrix(v.data() + s0, rows, ncol); };
     auto inner_out = [&](int l) { return inner_rows(inner_, inner, l, r0, r1, out(l, r0, r1)); };
@@ -475,7 +568,7 @@ class NetworkFamily {
       ReverseScratch<Scalar, memory_space> work{scratch(gz_, n), scratch(gzt_, n), scratch(product_, n),
                                                 Matrix(ones_.data(), rows, 1),
                                                 partials_};
-      Params const p = backward_param(params, net, l);
+      Params const p = with_head<Space>(backward_param(params, net, l), params, net, l, worker);
       layer_reverse(space, s, p, param(grads, grad_offsets, net, l), x, xt, rows_of(h_[l], n, r0, r1),
                     rows_of(zt_[l], n, r0, r1), g, gt, work, gx, accumulate);
       if (unit && l > 0) {  // the first-order recursion for the tangent seed: gt' = gzt w^T + skip(gt)
@@ -550,7 +643,7 @@ class NetworkFamily {
                                     direct ? grads : slabs + std::size_t(slot_[std::size_t(block)]) * slab,
                                     direct ? offsets_ : slab_offsets_, net, rows_of(x0, r0, r1), xt, r0, r1, g, gt,
                                     rows_of(g_in, r0, r1), seen != 0 || (direct && accumulate), s0,
-                                    chunk_worker(worker), unit);
+                                    chunk_worker(worker), unit, worker);
                      seen = 1;
                    });
     // grads += the later blocks' sums in block order; a net named in blocks without any rows gets
@@ -741,6 +834,12 @@ class NetworkFamily {
   std::size_t transposed_size_ = 0;
   std::vector<Scalar*> transposed_from_;  ///< [net]: the parameter buffer transposed_ holds
   View1<Scalar, memory_space> transposed_;
+  int head_n_ = 0;                      ///< see set_symmetric_input_head
+  std::vector<int> head_pairs_;         ///< [2 k], [2 k + 1]: column a n + b of distinct head entry k, and b n + a
+  std::vector<Scalar*> folded_from_;    ///< [net]: the parameter buffer folded_ holds
+  View1<Scalar, memory_space> folded_;  ///< every net's folded head weights (fold_head_weights)
+  View1<Scalar, memory_space> head_scratch_;  ///< per host thread: SymmetricHead::scratch_size scalars
+  std::size_t head_scratch_size_ = 0;
   std::vector<View1<Scalar, memory_space>> h_, out_, zt_, outt_, g1_;
   View1<Scalar, memory_space> g_a_, g_b_, gz_, gzt_, product_, ones_, partials_;
   View1<Scalar, memory_space> seed_g_, seed_gt_;  ///< chunk seeds (value, tangent) per worker
