@@ -132,9 +132,14 @@ TimestepScale<Scalar, MemorySpace> timestep_scale(LayerShape const& shape, Layer
 
 namespace detail {
 
-/// Columns [first, extent) of `m` (rows keep their stride).
+/// A range of a MatrixView's columns (rows keep their stride).
 template <class Scalar, class MemorySpace>
-auto columns_from(MatrixView<Scalar, MemorySpace> const& m, int first) {
+using ColumnRange = decltype(Kokkos::subview(std::declval<MatrixView<Scalar, MemorySpace> const&>(), Kokkos::ALL(),
+                                             std::declval<std::pair<int, int>>()));
+
+/// Columns [first, extent) of `m`.
+template <class Scalar, class MemorySpace>
+ColumnRange<Scalar, MemorySpace> columns_from(MatrixView<Scalar, MemorySpace> const& m, int first) {
   return Kokkos::subview(m, Kokkos::ALL(), std::make_pair(first, int(m.extent(1))));
 }
 
@@ -209,8 +214,8 @@ void head_weight_gradient(LayerParams<Scalar, MemorySpace> const& p, MatrixView<
   SymmetricHead<Scalar, MemorySpace> const& head = p.head;
   int const rows = int(x.extent(0)), h = head.columns(), np = head.packed(), n_out = int(dw.extent(1));
   bool const two = xt.extent(0) > 0;
-  auto const x_rest = columns_from(x, h);
-  decltype(x_rest) const xt_rest = two ? columns_from(xt, h) : decltype(x_rest)();
+  ColumnRange<Scalar, MemorySpace> const x_rest = columns_from(x, h);
+  ColumnRange<Scalar, MemorySpace> const xt_rest = two ? columns_from(xt, h) : ColumnRange<Scalar, MemorySpace>();
   blas::gemm_tn_sum(InThread{}, Scalar(1), x_rest, gz, xt_rest, gzt, beta, rows_from(dw, h), partials);
   Matrix const packed(head.scratch, rows, np);
   Matrix const packed_t = two ? Matrix(head.scratch + std::size_t(rows) * np, rows, np) : Matrix();
