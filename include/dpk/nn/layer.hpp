@@ -80,7 +80,7 @@ struct SymmetricHead {
   int n = 0;                    ///< head size (0: no head)
   int const* pairs = nullptr;   ///< [2 packed()]: column a n + b (a <= b) and its mirror b n + a
   MatrixView<Scalar, MemorySpace> folded;  ///< (packed(), n_out): W(a, b) + W(b, a), W(a, a) on the diagonal
-  Scalar* scratch = nullptr;    ///< the calling thread's scratch: scratch_size(rows, n_out) scalars
+  Scalar* scratch = nullptr;    ///< the calling thread's scratch: scratch_size(n, rows, n_out) scalars
   int packed() const { return n * (n + 1) / 2; }
   int columns() const { return n * n; }
   /// Scalars of scratch for products of `rows` rows and `n_out` output columns.
@@ -162,14 +162,14 @@ void pack_head(SymmetricHead<Scalar, MemorySpace> const& head, MatrixView<Scalar
   }
 }
 
-/// out = beta out + x W in the calling host thread for a layer whose input has a symmetric head:
-/// the other columns against W's rows in place, then the packed head against the folded rows.
+/// out = x W in the calling host thread for a layer whose input has a symmetric head: the other
+/// columns against W's rows in place, then the packed head against the folded rows.
 template <class Scalar, class MemorySpace>
-void head_input_product(LayerParams<Scalar, MemorySpace> const& p, MatrixView<Scalar, MemorySpace> x, Scalar beta,
+void head_input_product(LayerParams<Scalar, MemorySpace> const& p, MatrixView<Scalar, MemorySpace> x,
                         MatrixView<Scalar, MemorySpace> out) {
   SymmetricHead<Scalar, MemorySpace> const& head = p.head;
   int const rows = int(x.extent(0)), h = head.columns();
-  blas::gemm(InThread{}, "N", "N", Scalar(1), columns_from(x, h), rows_from(p.w, h), beta, out);
+  blas::gemm(InThread{}, "N", "N", Scalar(1), columns_from(x, h), rows_from(p.w, h), Scalar(0), out);
   MatrixView<Scalar, MemorySpace> const packed(head.scratch, rows, head.packed());
   pack_head(head, x, packed);
   blas::gemm(InThread{}, "N", "N", Scalar(1), packed, head.folded, Scalar(1), out);
@@ -239,11 +239,12 @@ void head_weight_gradient(LayerParams<Scalar, MemorySpace> const& p, MatrixView<
   }
 }
 
-/// Whether the products of a layer with parameters `p` on `ExecutionSpace` go through its input's
-/// symmetric head (one host thread, a head set).
+/// Whether the products of a layer on `ExecutionSpace` with parameters `p` go through its
+/// input's symmetric head: inside one host thread, with a head set.
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 bool uses_head(LayerParams<Scalar, MemorySpace> const& p) {
-  return std::is_same_v<ExecutionSpace, InThread> && p.head.n > 0;
+  if constexpr (std::is_same_v<ExecutionSpace, InThread>) return p.head.n > 0;
+  return false;
 }
 
 /// out = x W (z of a layer with an input of several columns), through the input's symmetric
@@ -252,9 +253,22 @@ template <class ExecutionSpace, class Scalar, class MemorySpace>
 void input_product(ExecutionSpace const& space, LayerParams<Scalar, MemorySpace> const& p,
                    MatrixView<Scalar, MemorySpace> x, MatrixView<Scalar, MemorySpace> out) {
   if constexpr (std::is_same_v<ExecutionSpace, InThread>) {
-    if (uses_head<ExecutionSpace>(p)) return head_input_product(p, x, Scalar(0), out);
+    if (uses_head<ExecutionSpace>(p)) return head_input_product(p, x, out);
   }
   blas::gemm(space, "N", "N", Scalar(1), x, p.w, Scalar(0), out);
+}
+
+/// dW = beta dW + x^T gz + xt^T gzt (the layer's weight gradient over both pairs), through the
+/// input's symmetric head where the layer has one (head_weight_gradient).
+template <class ExecutionSpace, class Scalar, class MemorySpace>
+void weight_gradient(ExecutionSpace const& space, LayerParams<Scalar, MemorySpace> const& p,
+                     MatrixView<Scalar, MemorySpace> x, MatrixView<Scalar, MemorySpace> gz,
+                     MatrixView<Scalar, MemorySpace> xt, MatrixView<Scalar, MemorySpace> gzt, Scalar beta,
+                     MatrixView<Scalar, MemorySpace> dw, View1<Scalar, MemorySpace> const& partials) {
+  if constexpr (std::is_same_v<ExecutionSpace, InThread>) {
+    if (uses_head<ExecutionSpace>(p)) return head_weight_gradient(p, x, gz, xt, gzt, beta, dw, partials);
+  }
+  blas::gemm_tn_sum(space, Scalar(1), x, gz, xt, gzt, beta, dw, partials);
 }
 
 /// gx = beta gx + gz w^T, through the stored transpose p.wt when the layer has one, or through
@@ -644,14 +658,7 @@ void layer_reverse(ExecutionSpace const& space, LayerShape const& shape, LayerPa
   MatrixView<Scalar, MemorySpace> ones_r(scratch.ones.data(), rows, 1);
   // dW += x^T gz + x'^T gz';  db += 1^T gz;  didt += 1^T (h g + h' g')
   Scalar const beta = accumulate ? Scalar(1) : Scalar(0);
-  if constexpr (std::is_same_v<ExecutionSpace, InThread>) {
-    if (detail::uses_head<ExecutionSpace>(p))
-      detail::head_weight_gradient(p, x, gz_use, xt, gzt_use, beta, grad.w, scratch.partials);
-    else
-      blas::gemm_tn_sum(space, Scalar(1), x, gz_use, xt, gzt_use, beta, grad.w, scratch.partials);
-  } else {
-    blas::gemm_tn_sum(space, Scalar(1), x, gz_use, xt, gzt_use, beta, grad.w, scratch.partials);
-  }
+  detail::weight_gradient(space, p, x, gz_use, xt, gzt_use, beta, grad.w, scratch.partials);
   blas::gemm_tn_sum(space, Scalar(1), ones_r, gz_use, none, none, beta, grad.b, scratch.partials);
   if (has_idt) blas::gemm_tn_sum(space, Scalar(1), ones_r, product, none, none, beta, grad.idt, scratch.partials);
   if (gx.extent(0) > 0) {
