@@ -546,8 +546,9 @@ template <class Scalar>
 
 TEST_CASE_TEMPLATE("activation tanh in a vectorised loop (as the layers run it) has the bits of the scalar call", Scalar,
                    double, float) {
-  // The layers apply tanh over whole chunks in one DPK_SIMD_LOOP; with AVX2 (no 64-bit arithmetic
-  // shifts or integer conversions) as with AVX-512 the loop must give the scalar function's bits.
+  // The layers apply tanh over whole chunks in one loop (math::tanh_host_span, 512-bit vectors
+  // where GCC targets AVX-512); with AVX2 (no 64-bit arithmetic shifts or integer conversions) as
+  // with AVX-512 the loop must give the scalar function's bits.
   using Int = std::conditional_t<sizeof(Scalar) == 8, std::int64_t, std::int32_t>;
   std::mt19937_64 rng(3);
   std::uniform_real_distribution<double> wide(-25, 25), narrow(-1e-3, 1e-3);
@@ -569,12 +570,33 @@ TEST_CASE_TEMPLATE("activation tanh in a vectorised loop (as the layers run it) 
   std::size_t const n = x.size();
   DPK_SIMD_LOOP
   for (std::size_t i = 0; i < n; ++i) out[i] = dpk::math::activation_tanh(in[i]);
+  // tanh_host_span over the whole input and over spans of every length 0..40 from odd offsets
+  // (vector remainders, unaligned starts), into a buffer filled with a marker that must stay
+  // past each span's end.
+  std::vector<Scalar> span(n);
+  dpk::math::tanh_host_span(in, span.data(), n);
+  int span_differ = 0, overrun = 0;
+  std::vector<Scalar> part(64);
+  for (std::size_t len = 0; len <= 40; ++len) {
+    std::size_t const from = (7 * len + 3) % (n - len);
+    std::fill(part.begin(), part.end(), Scalar(42));
+    dpk::math::tanh_host_span(in + from, part.data() + 1, len);
+    for (std::size_t i = 0; i < len; ++i) {
+      Scalar const want = scalar_tanh(x[from + i]);
+      if (std::memcmp(&want, &part[i + 1], sizeof want) != 0 && !(std::isnan(want) && std::isnan(part[i + 1])))
+        ++span_differ;
+    }
+    overrun += part[0] != Scalar(42) || part[len + 1] != Scalar(42);
+  }
   int differ = 0;
   for (std::size_t i = 0; i < n; ++i) {
     Scalar const want = scalar_tanh(x[i]);
     if (std::memcmp(&want, &h[i], sizeof want) != 0 && !(std::isnan(want) && std::isnan(h[i]))) ++differ;
+    if (std::memcmp(&want, &span[i], sizeof want) != 0 && !(std::isnan(want) && std::isnan(span[i]))) ++span_differ;
   }
   CHECK(differ == 0);
+  CHECK(span_differ == 0);
+  CHECK(overrun == 0);
 }
 
 /// The water example's descriptor (sel [46, 92], neuron [25, 50, 100], axis 16, type_one_side)

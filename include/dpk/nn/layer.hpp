@@ -366,9 +366,7 @@ void dense_tanh_in_thread(DenseTanhKernel<Scalar, MemorySpace, false, RankOne, S
                    [=](int const r, int const c) { k.acc(r, c) = k.product(r, c) + k.b(0, c); });
   Scalar const* const z = k.acc.data();
   Scalar* const h = k.h.data();
-  std::size_t const n = std::size_t(rows) * std::size_t(cols);
-  DPK_SIMD_LOOP
-  for (std::size_t i = 0; i < n; ++i) h[i] = math::activation_tanh(z[i]);
+  math::tanh_host_span(z, h, std::size_t(rows) * std::size_t(cols));
   for_each_element(InThread{}, "", rows, cols, [=](int const r, int const c) { k.value_output(r, c); });
 }
 
