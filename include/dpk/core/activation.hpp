@@ -5,6 +5,7 @@
 /// terms) and the vendor tanh on GPUs.
 
 #include <dpk/core/compat.hpp>
+#include <dpk/core/for_each.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -142,11 +143,7 @@ KOKKOS_INLINE_FUNCTION Scalar activation_tanh(Scalar x) {
 #endif
 template <class Scalar>
 DPK_TANH_WIDE_VECTORS void tanh_host_span(Scalar const* z, Scalar* h, std::size_t n) {
-#if defined(__clang__)
-#pragma clang loop vectorize(assume_safety)
-#elif defined(__GNUC__)
-#pragma GCC ivdep
-#endif
+  DPK_SIMD_LOOP
   for (std::size_t i = 0; i < n; ++i) h[i] = detail::tanh_host(z[i]);
 }
 
