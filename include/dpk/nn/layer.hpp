@@ -239,13 +239,9 @@ void head_weight_gradient(LayerParams<Scalar, MemorySpace> const& p, MatrixView<
   }
 }
 
-/// Whether the products of a layer on `ExecutionSpace` with parameters `p` go through its
-/// input's symmetric head: inside one host thread, with a head set.
-template <class ExecutionSpace, class Scalar, class MemorySpace>
-bool uses_head(LayerParams<Scalar, MemorySpace> const& p) {
-  if constexpr (std::is_same_v<ExecutionSpace, InThread>) return p.head.n > 0;
-  return false;
-}
+// The three products below go through the input's symmetric head only inside one host thread
+// (the head's scratch is the calling thread's): each checks the space at compile time, so that
+// no other space instantiates the head code, and then whether the layer has a head (p.head.n).
 
 /// out = x W (z of a layer with an input of several columns), through the input's symmetric
 /// head where the layer has one (head_input_product).
@@ -253,7 +249,7 @@ template <class ExecutionSpace, class Scalar, class MemorySpace>
 void input_product(ExecutionSpace const& space, LayerParams<Scalar, MemorySpace> const& p,
                    MatrixView<Scalar, MemorySpace> x, MatrixView<Scalar, MemorySpace> out) {
   if constexpr (std::is_same_v<ExecutionSpace, InThread>) {
-    if (uses_head<ExecutionSpace>(p)) return head_input_product(p, x, out);
+    if (p.head.n > 0) return head_input_product(p, x, out);
   }
   blas::gemm(space, "N", "N", Scalar(1), x, p.w, Scalar(0), out);
 }
@@ -266,7 +262,7 @@ void weight_gradient(ExecutionSpace const& space, LayerParams<Scalar, MemorySpac
                      MatrixView<Scalar, MemorySpace> xt, MatrixView<Scalar, MemorySpace> gzt, Scalar beta,
                      MatrixView<Scalar, MemorySpace> dw, View1<Scalar, MemorySpace> const& partials) {
   if constexpr (std::is_same_v<ExecutionSpace, InThread>) {
-    if (uses_head<ExecutionSpace>(p)) return head_weight_gradient(p, x, gz, xt, gzt, beta, dw, partials);
+    if (p.head.n > 0) return head_weight_gradient(p, x, gz, xt, gzt, beta, dw, partials);
   }
   blas::gemm_tn_sum(space, Scalar(1), x, gz, xt, gzt, beta, dw, partials);
 }
@@ -277,7 +273,7 @@ template <class ExecutionSpace, class Scalar, class MemorySpace>
 void add_input_cotangent(ExecutionSpace const& space, LayerParams<Scalar, MemorySpace> const& p,
                          MatrixView<Scalar, MemorySpace> gz, Scalar beta, MatrixView<Scalar, MemorySpace> gx) {
   if constexpr (std::is_same_v<ExecutionSpace, InThread>) {
-    if (uses_head<ExecutionSpace>(p)) return head_input_cotangent(p, gz, beta, gx);
+    if (p.head.n > 0) return head_input_cotangent(p, gz, beta, gx);
   }
   if (p.wt.extent(0) > 0)
     blas::gemm(space, "N", "N", Scalar(1), gz, p.wt, beta, gx);
