@@ -5,6 +5,7 @@ Python (no numpy), so that the tests need only python3."""
 import json
 import os
 import struct
+import subprocess
 
 FNV_BASIS = 14695981039346656037
 FNV_PRIME = 1099511628211
@@ -77,3 +78,20 @@ def write_small_water_input(path, data, systems, numb_steps, save_freq, decay_st
     }
     with open(path, "w") as f:
         json.dump(config, f, indent=2)
+
+
+def preload(shim, program):
+    """LD_PRELOAD value that puts `shim` in front of `program`'s libraries. A program built with
+    AddressSanitizer (the `asan` preset) must have the ASan runtime first in the list, else it
+    refuses to start; the shim then comes right after it (ASan's interceptors call the next
+    definition of write/fsync/rename, the shim's)."""
+    try:
+        listing = subprocess.run(["ldd", program], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 universal_newlines=True).stdout
+    except OSError:
+        return shim
+    for line in listing.splitlines():
+        parts = line.split()
+        if parts and parts[0].startswith("libasan.so") and len(parts) >= 3 and parts[1] == "=>":
+            return parts[2] + ":" + shim
+    return shim

@@ -118,7 +118,7 @@ def main():
         if isinstance(fault, int):
             rc, text = run_with_fsize_limit(command, fault)
         else:
-            rc, text = run(command, env=dict(ENV, LD_PRELOAD=shim, **fault))
+            rc, text = run(command, env=dict(ENV, LD_PRELOAD=dpk_files.preload(shim, dpk_train), **fault))
         message = "dpk-train: error: " + expect.replace("OUT", re.escape(out))
         ok = check(name, rc == 1, "exit status %d, expected 1" % rc, text)
         found = re.search(message, text)
