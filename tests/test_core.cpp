@@ -405,6 +405,18 @@ TEST_CASE_TEMPLATE("dpk's long-sum kernel equals plain loops, and gemm through i
     CHECK_FALSE(dpk::blas::detail::long_sum_gemm_shape(0, 240, 1600, bytes));
     CHECK_FALSE(dpk::blas::detail::long_sum_gemm_shape(2000, 2000, 2000, bytes));  // B from memory: the BLAS
   }
+  // On Intel CPUs B must also fit the core's L2: a float64 first layer (W 1600 x 240: 3 MB) goes
+  // to the BLAS where the L2 holds 2 MB, the float32 one (1.5 MB) stays on the kernel; elsewhere,
+  // or with the L2 unknown, the 4 MB bound alone.
+  std::size_t const mb = std::size_t(1) << 20;
+  CHECK(dpk::blas::detail::long_sum_b_limit_for(true, 2 * mb) == 2 * mb);
+  CHECK(dpk::blas::detail::long_sum_b_limit_for(true, 0) == dpk::blas::detail::long_sum_max_b_bytes);
+  CHECK(dpk::blas::detail::long_sum_b_limit_for(true, 32 * mb) == dpk::blas::detail::long_sum_max_b_bytes);
+  CHECK(dpk::blas::detail::long_sum_b_limit_for(false, mb) == dpk::blas::detail::long_sum_max_b_bytes);
+  CHECK_FALSE(dpk::blas::detail::long_sum_gemm_shape(128, 240, 1600, 8, dpk::blas::detail::long_sum_b_limit_for(true, 2 * mb)));
+  CHECK(dpk::blas::detail::long_sum_gemm_shape(128, 240, 1600, 4, dpk::blas::detail::long_sum_b_limit_for(true, 2 * mb)));
+  CHECK(dpk::blas::detail::long_sum_gemm_shape(128, 240, 1600, 8, dpk::blas::detail::long_sum_b_limit_for(false, mb)));
+  CHECK(dpk::blas::detail::long_sum_b_limit() <= dpk::blas::detail::long_sum_max_b_bytes);
   alignas(64) Scalar line[64] = {};
   CHECK(dpk::blas::detail::rows_on_cache_lines(line, 64 / sizeof(Scalar)));
   CHECK_FALSE(dpk::blas::detail::rows_on_cache_lines(line + 1, 64 / sizeof(Scalar)));
@@ -445,8 +457,8 @@ TEST_CASE_TEMPLATE("dpk's long-sum kernel equals plain loops, and gemm through i
 #endif
   // blas::gemm on the first fitting layer's shape (64 rows, 1600 -> 240): the same sums as plain
   // loops whether the kernel takes the product (B from its own allocation: rows of 960 or 1920
-  // bytes on cache lines) or not (B one column further on); where the kernel is compiled in and
-  // enabled, the aligned product is the kernel's, bit for bit.
+  // bytes on cache lines) or not (B one column further on); where the kernel is compiled in,
+  // enabled and takes B's size on this CPU, the aligned product is the kernel's, bit for bit.
   int const m = 64, k = 1600, n = 240;
   Right x("x", m, k), c("c", m, n), direct("direct", m, n);
   dpk::View1<Scalar, Kokkos::HostSpace> w("w", std::size_t(k) * n + 1);
@@ -473,7 +485,8 @@ TEST_CASE_TEMPLATE("dpk's long-sum kernel equals plain loops, and gemm through i
     dpk::blas::gemm(dpk::InThread{}, "N", "N", Scalar(1), x, b, Scalar(0), c);
     check("in a host thread");
 #if defined(DPK_HAS_SMALL_GEMM)
-    if (shift == 0 && dpk::blas::detail::long_sum_kernel_enabled()) {
+    if (shift == 0 && dpk::blas::detail::long_sum_kernel_enabled() &&
+        dpk::blas::detail::long_sum_gemm_shape(m, n, k, sizeof(Scalar), dpk::blas::detail::long_sum_b_limit())) {
       dpk::blas::detail::long_sum_gemm(dpk::blas::detail::SmallGemmArgs<Scalar>{
           m, n, k, x.data(), k, 1, b.data(), std::ptrdiff_t(b.stride(0)), direct.data(), n, false, false, Scalar(1)});
       int differ = 0;

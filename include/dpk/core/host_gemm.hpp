@@ -196,7 +196,7 @@ bool small_gemm_views(bool trans_a, bool trans_b, typename AView::const_value_ty
 /// C = beta C + alpha A B with dpk's long-sum kernel (core/small_gemm_long.hpp) when it is
 /// compiled in and enabled (long_sum_kernel_enabled) and takes the product: no transposes, beta
 /// 0 or 1, float or double, rows of A, B and C of unit stride, the shape of long_sum_gemm_shape
-/// and B's rows on cache lines. False (nothing done) otherwise.
+/// (B within long_sum_b_limit() for this CPU) and B's rows on cache lines. False (nothing done) otherwise.
 template <class AView, class BView, class CView>
 bool long_sum_gemm_views(bool trans_a, bool trans_b, typename AView::const_value_type alpha, AView const& a,
                          BView const& b, typename CView::const_value_type beta, CView const& c) {
@@ -205,7 +205,7 @@ bool long_sum_gemm_views(bool trans_a, bool trans_b, typename AView::const_value
   if constexpr ((std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>) &&
                 std::is_same_v<typename BView::non_const_value_type, Scalar>) {
     if (trans_a || trans_b || (beta != Scalar(0) && beta != Scalar(1)) || a.stride(1) != 1 || b.stride(1) != 1 ||
-        c.stride(1) != 1 || !long_sum_kernel_enabled() || !long_sum_gemm_shape(c.extent(0), c.extent(1), a.extent(1), sizeof(Scalar)) ||
+        c.stride(1) != 1 || !long_sum_kernel_enabled() || !long_sum_gemm_shape(c.extent(0), c.extent(1), a.extent(1), sizeof(Scalar), long_sum_b_limit()) ||
         !rows_on_cache_lines(b.data(), std::ptrdiff_t(b.stride(0))))
       return false;
     long_sum_gemm(small_gemm_args(false, false, Scalar(alpha), a, b, beta != Scalar(0), c));

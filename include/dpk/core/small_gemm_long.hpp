@@ -17,6 +17,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#if defined(DPK_HAS_SMALL_GEMM)
+#include <unistd.h>  // sysconf(_SC_LEVEL2_CACHE_SIZE)
+#endif
+
 namespace dpk::blas::detail {
 
 /// Largest B (sum x columns scalars, in bytes) the long-sum kernel reads in place: every tile
@@ -25,12 +29,24 @@ namespace dpk::blas::detail {
 /// in float64: 5-16 against 37-39 GFLOP/s, docs/performance.md "Thirty-sixth session").
 inline constexpr std::size_t long_sum_max_b_bytes = std::size_t(4) << 20;
 
+/// Largest B the long-sum kernel reads in place on a CPU: long_sum_max_b_bytes, and on Intel CPUs
+/// no more than the core's L2 (`l2_bytes`, 0 when unknown). Beyond its L2 an Intel core streams B
+/// from its L3 for every row block at a rate the tiles cannot use: on an Intel Xeon VM with 2 MB
+/// of L2, a float64 first fitting layer (W: 3 MB) ran at 21-40 GFLOP/s against OpenBLAS' 49-68
+/// and the training step 3-7 % slower, while float32 (W: 1.5 MB) stayed faster than OpenBLAS; on
+/// the Zen 4 VMs (1 MB of L2) both precisions gained (docs/performance.md, "Thirty-second
+/// session" and "Thirty-eighth session").
+inline std::size_t long_sum_b_limit_for(bool intel, std::size_t l2_bytes) {
+  return intel && l2_bytes > 0 && l2_bytes < long_sum_max_b_bytes ? l2_bytes : long_sum_max_b_bytes;
+}
+
 /// Whether the long-sum kernel takes C = A B of `rows` x `columns` with sums of `sum` terms of
 /// `scalar_bytes` each: sums of at least 1024 terms (the fitting nets' first layers; on their
-/// 240-term layers it ran no faster than OpenBLAS), at least 16 columns, and B within
-/// long_sum_max_b_bytes.
-inline bool long_sum_gemm_shape(std::size_t rows, std::size_t columns, std::size_t sum, std::size_t scalar_bytes) {
-  return rows > 0 && columns >= 16 && sum >= 1024 && sum * columns * scalar_bytes <= long_sum_max_b_bytes;
+/// 240-term layers it ran no faster than OpenBLAS), at least 16 columns, and B within `b_limit`
+/// bytes (long_sum_b_limit() for this CPU where blas::gemm asks).
+inline bool long_sum_gemm_shape(std::size_t rows, std::size_t columns, std::size_t sum, std::size_t scalar_bytes,
+                                std::size_t b_limit = long_sum_max_b_bytes) {
+  return rows > 0 && columns >= 16 && sum >= 1024 && sum * columns * scalar_bytes <= b_limit;
 }
 
 /// Whether blas::gemm gives such products to the long-sum kernel: DPK_LONG_SUM_KERNEL 0 no, 1
@@ -45,6 +61,16 @@ inline bool long_sum_kernel_use(bool fallback) {
 inline bool long_sum_kernel_enabled() {
   static bool const use = long_sum_kernel_use(fitting_kernels_by_default);
   return use;
+}
+
+/// long_sum_b_limit_for this CPU (its vendor from CPUID, its L2 from sysconf), read once per process.
+inline std::size_t long_sum_b_limit() {
+  static std::size_t const limit = [] {
+    __builtin_cpu_init();
+    long const l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return long_sum_b_limit_for(__builtin_cpu_is("intel") != 0, l2 > 0 ? std::size_t(l2) : 0);
+  }();
+  return limit;
 }
 
 /// Rows [i0, i0 + R) of C, tile by tile of two vectors (the last tile one vector or partial),
@@ -79,6 +105,7 @@ inline void long_sum_gemm(SmallGemmArgs<Scalar> const& g) {
 #else
 
 inline bool long_sum_kernel_enabled() { return false; }
+inline std::size_t long_sum_b_limit() { return long_sum_max_b_bytes; }
 
 #endif  // DPK_HAS_SMALL_GEMM
 
