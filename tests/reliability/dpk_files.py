@@ -82,7 +82,7 @@ def write_small_water_input(path, data, systems, numb_steps, save_freq, decay_st
 
 def preload(shim, program):
     """LD_PRELOAD value that puts `shim` in front of `program`'s libraries. A program built with
-    AddressSanitizer (the `asan` preset) must have the ASan runtime first in the list, else it
+    AddressSanitizer (the `debug` preset) must have the ASan runtime first in the list, else it
     refuses to start; the shim then comes right after it (ASan's interceptors call the next
     definition of write/fsync/rename, the shim's)."""
     try:

@@ -116,6 +116,7 @@ def check_folder(case, out, pointer_step):
 def main():
     mpiexec = sys.argv[1]
     dpk_train, shim, data, work = (os.path.abspath(a) for a in sys.argv[2:6])
+    preload = dpk_files.preload(shim, dpk_train)
     t0 = time.monotonic()
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
@@ -128,7 +129,7 @@ def main():
     # rank1_read_eio
     case, out = "rank1_read_eio", os.path.join(work, "rank1_read_eio")
     force = os.path.join(data, "data_0", "set.000", "force.npy")
-    env = dict(ENV, LD_PRELOAD=dpk_files.preload(shim, dpk_train), DPK_FAULT_OP="read", DPK_FAULT_ERRNO="EIO", DPK_FAULT_RANK="1",
+    env = dict(ENV, LD_PRELOAD=preload, DPK_FAULT_OP="read", DPK_FAULT_ERRNO="EIO", DPK_FAULT_RANK="1",
                DPK_FAULT_PATH="data_0/set.000/force.npy")
     rc, text, seconds, _ = mpirun(mpiexec, train(out), env)
     message = "dpk-train: error on rank 1 of 2: npy file '%s': read failed after 0 bytes (Input/output error)" % force
@@ -142,7 +143,7 @@ def main():
 
     # rank0_disk_full
     case, out = "rank0_disk_full", os.path.join(work, "rank0_disk_full")
-    env = dict(ENV, LD_PRELOAD=dpk_files.preload(shim, dpk_train), DPK_FAULT_PATH="model.ckpt-10", DPK_FAULT_BYTES="4096", DPK_FAULT_RANK="0")
+    env = dict(ENV, LD_PRELOAD=preload, DPK_FAULT_PATH="model.ckpt-10", DPK_FAULT_BYTES="4096", DPK_FAULT_RANK="0")
     rc, text, seconds, _ = mpirun(mpiexec, train(out), env)
     expect = (r"dpk-train: error on rank 0 of 2: model file '%s/model\.ckpt-10': write failed after 4096 of [0-9]+ "
               r"bytes \(No space left on device\) on the temporary file; '%s/model\.ckpt-10' is unchanged, the "

@@ -66,6 +66,7 @@ def run_with_fsize_limit(command, limit):
 
 def main():
     dpk_train, shim, data, work = (os.path.abspath(a) for a in sys.argv[1:5])
+    preload = dpk_files.preload(shim, dpk_train)
     t0 = time.monotonic()
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
@@ -118,7 +119,7 @@ def main():
         if isinstance(fault, int):
             rc, text = run_with_fsize_limit(command, fault)
         else:
-            rc, text = run(command, env=dict(ENV, LD_PRELOAD=dpk_files.preload(shim, dpk_train), **fault))
+            rc, text = run(command, env=dict(ENV, LD_PRELOAD=preload, **fault))
         message = "dpk-train: error: " + expect.replace("OUT", re.escape(out))
         ok = check(name, rc == 1, "exit status %d, expected 1" % rc, text)
         found = re.search(message, text)
