@@ -11,7 +11,8 @@
 #                                   OpenMP, BLAS TPL) from the release tarballs in ../shared/deps
 #                                   (or $DPK_KOKKOS4_SOURCES), twice: $DPK_DEPS_PREFIX/kokkos4-openmp
 #                                   and, with Kokkos_ENABLE_DEPRECATED_CODE_4=OFF (what Kokkos 5
-#                                   removes), $DPK_DEPS_PREFIX/kokkos4-openmp-nodeprecated
+#                                   removes) and as C++20 (what Kokkos 5 requires),
+#                                   $DPK_DEPS_PREFIX/kokkos4-openmp-nodeprecated
 #   scripts/bootstrap.sh --gpu-bundle-hopper  additionally the bundle Kokkos built from 4.6.01 for
 #                                   Hopper (Kokkos_ARCH_HOPPER90, sm_90), in
 #                                   $DPK_DEPS_PREFIX/kokkos4-cuda-bundle-hopper
@@ -234,7 +235,7 @@ cached_kokkos() {
 }
 if [ "$WANT_KOKKOS4" = 1 ]; then
   K4_OPTS=(-DKokkos_ENABLE_DEPRECATED_CODE_4=ON -DKokkos_ENABLE_DEPRECATION_WARNINGS=ON)
-  K4_NODEP_OPTS=(-DKokkos_ENABLE_DEPRECATED_CODE_4=OFF)
+  K4_NODEP_OPTS=(-DKokkos_ENABLE_DEPRECATED_CODE_4=OFF -DCMAKE_CXX_STANDARD=20)  # Kokkos 5 needs C++20 too
   if cached_kokkos "$KOKKOS4_PREFIX" "${K4_OPTS[@]}"; then
     say "Kokkos $KOKKOS4_VERSION (OpenMP) cached in $KOKKOS4_PREFIX"
   else

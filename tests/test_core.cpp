@@ -300,7 +300,7 @@ TEST_CASE_TEMPLATE("dpk's two-pair weight-gradient kernel equals plain loops, an
 #if defined(DPK_HAS_SMALL_GEMM)
   for (int const m : {1, 5, 12, 13, 29})
     for (int const n : {1, 15, 16, 17, 33, 47, 240})
-      for (auto const [rows0, rows1] : std::vector<std::pair<int, int>>{{37, 64}, {37, 0}, {0, 5}, {0, 0}})
+      for (auto const& [rows0, rows1] : std::vector<std::pair<int, int>>{{37, 64}, {37, 0}, {0, 5}, {0, 0}})
         for (bool const by_columns : {false, true})
           for (int const beta : {0, 1}) {
             Scalar const alpha = by_columns ? Scalar(0.25) : Scalar(1);

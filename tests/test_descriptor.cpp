@@ -329,7 +329,6 @@ TEST_CASE_TEMPLATE_APPLY(finite_differences, dpk_test::ExecutionSpaces);
 TEST_CASE_TEMPLATE_DEFINE("environment matrix and forces are invariant under translation, rotation, permutation", Case,
                           invariances) {
   using Space = typename Case::execution_space;
-  using Mem = typename Case::memory_space;
   using Scalar = typename Case::scalar;
   std::mt19937 rng(5);
   HostBatch b = random_batch(rng, 1, 50, 2, 20.0, 20.0, false);  // cluster: rotations keep the list

@@ -253,7 +253,7 @@ TEST_CASE_TEMPLATE_DEFINE("neighbours beyond sel are dropped and counted", Case,
   // candidates overflow the search's per-type scratch regions several times.
   HostBatch const w = water_batch();
   auto nlist = dpk::read_npy(water_file("nlist.npy"));
-  for (std::vector<int> const cut : {std::vector<int>{20, 40}, std::vector<int>{2, 3}}) {
+  for (std::vector<int> const& cut : {std::vector<int>{20, 40}, std::vector<int>{2, 3}}) {
     CAPTURE(cut[0]);
     dpk::NeighborSearch<Scalar, Space> small(6.0, cut);
     small.build(Space(), make_frames<Scalar, Mem>(w), list);

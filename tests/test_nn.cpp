@@ -452,7 +452,7 @@ TEST_CASE_TEMPLATE_DEFINE("network block passes with a symmetric input head equa
     CHECK(checked == 28);
     // Input cotangents along symmetric changes of D (and of D' for the tangent seed's cotangent).
     for (int r : {0, 13, 29})
-      for (std::pair<int, int> const entry : {std::pair{0, 1}, std::pair{2, 2}, std::pair{1, 2}, std::pair{4, 0}}) {
+      for (std::pair<int, int> const& entry : {std::pair{0, 1}, std::pair{2, 2}, std::pair{1, 2}, std::pair{4, 0}}) {
         int const a = entry.first, b = entry.second;
         auto move = [&](std::vector<double> v, double by) {
           v[r * n_in + a * m2 + b] += by;

@@ -102,7 +102,7 @@ TEST_CASE("trainer: resident memory does not grow between step 100 and step 1000
   options.log = &log;
   dpk::Communicator comm;
   dpk::InputConfig input = tiny_input(1000);
-  input.training.validation_data = dpk::DataConfig{};
+  input.training.validation_data.emplace();
   input.training.validation_data->batch_size = dpk::BatchSize{false, 1, {}};
   input.training.validation_data->numb_btch = 2;
   dpk::TrainingSummary summary;

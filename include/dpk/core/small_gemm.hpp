@@ -187,6 +187,13 @@ inline void interleave_row_pairs(Scalar const* src, std::ptrdiff_t ld, typename 
 /// dst[q * pitch + j] = src[j * ld + q] for j, q < lanes: one square tile of op(B) = B^T copied
 /// into packed rows through registers (a transposition in log2(lanes) shuffle stages).
 #if defined(DPK_SMALL_GEMM_AVX512)
+// GCC 12's AVX-512 shuffles read an `_mm512_undefined_*` operand that its -Wuninitialized /
+// -Wmaybe-uninitialized flag once inlined into a caller (GCC bug 105593, fixed in 13): not a defect.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 inline void transpose_tile(double const* src, std::ptrdiff_t ld, double* dst, std::ptrdiff_t pitch) {
   __m512d t[8], u[8];
   interleave_row_pairs(src, ld, t);
@@ -223,6 +230,9 @@ inline void transpose_tile(float const* src, std::ptrdiff_t ld, float* dst, std:
     _mm512_storeu_ps(dst + (12 + q) * pitch, _mm512_shuffle_f32x4(w1, w3, 0xdd));
   }
 }
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic pop
+#endif
 
 #else
 inline void transpose_tile(double const* src, std::ptrdiff_t ld, double* dst, std::ptrdiff_t pitch) {

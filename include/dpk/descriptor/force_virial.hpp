@@ -91,9 +91,11 @@ struct FrameVirialReduction {
   KOKKOS_INLINE_FUNCTION void join(value_type dst, value_type const src) const {
     for (unsigned k = 0; k < value_count; ++k) dst[k] += src[k];
   }
+#if KOKKOS_VERSION < 40000  // Kokkos 3.x joins through volatile references (C++20 deprecates `+=` on them)
   KOKKOS_INLINE_FUNCTION void join(volatile value_type dst, const volatile value_type src) const {
-    for (unsigned k = 0; k < value_count; ++k) dst[k] += src[k];
+    for (unsigned k = 0; k < value_count; ++k) dst[k] = dst[k] + src[k];
   }
+#endif
 };
 
 /// Host schedule, pass 1, one call per block of centres (`worker`): zero the block's accumulator

@@ -950,7 +950,6 @@ void embedding_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
   auto const_base = in.rows.const_base;
   auto empty_row = in.empty_row;
   int const ntypes = in.ntypes, m1 = in.m1;
-  bool const tos = in.type_one_side;
   bool const with_v = v.extent(0) > 0;
   Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
   int const lanes = vector_lanes<ExecutionSpace>();

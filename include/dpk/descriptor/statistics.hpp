@@ -52,9 +52,11 @@ struct EnvironmentSums {
   KOKKOS_INLINE_FUNCTION void join(value_type dst, value_type const src) const {
     for (unsigned k = 0; k < value_count; ++k) dst[k] += src[k];
   }
+#if KOKKOS_VERSION < 40000  // Kokkos 3.x joins through volatile references (C++20 deprecates `+=` on them)
   KOKKOS_INLINE_FUNCTION void join(volatile value_type dst, const volatile value_type src) const {
-    for (unsigned k = 0; k < value_count; ++k) dst[k] += src[k];
+    for (unsigned k = 0; k < value_count; ++k) dst[k] = dst[k] + src[k];
   }
+#endif
 };
 
 }  // namespace detail

@@ -165,7 +165,7 @@ class Trainer {
     train_options.weights = system_weights(config_.training.training_data, training);
     sampler_.emplace(std::move(training), config_.training.training_data.batch_size, rank_seed, train_options);
     if (!validation.empty()) {
-      if (!config_.training.validation_data) config_.training.validation_data = DataConfig{};
+      if (!config_.training.validation_data) config_.training.validation_data.emplace();
       SamplerOptions valid_options;
       valid_options.weights = system_weights(*config_.training.validation_data, validation);
       validation_sampler_.emplace(std::move(validation), config_.training.validation_data->batch_size, seed + 1,
