@@ -300,9 +300,11 @@ TEST_CASE_TEMPLATE("dpk's two-pair weight-gradient kernel equals plain loops, an
 #if defined(DPK_HAS_SMALL_GEMM)
   for (int const m : {1, 5, 12, 13, 29})
     for (int const n : {1, 15, 16, 17, 33, 47, 240})
-      for (auto const& [rows0, rows1] : std::vector<std::pair<int, int>>{{37, 64}, {37, 0}, {0, 5}, {0, 0}})
+      for (auto const& rows : std::vector<std::pair<int, int>>{{37, 64}, {37, 0}, {0, 5}, {0, 0}})
         for (bool const by_columns : {false, true})
           for (int const beta : {0, 1}) {
+            // Not a structured binding: CAPTURE captures it in a lambda, which Clang < 16 refuses.
+            int const rows0 = rows.first, rows1 = rows.second;
             Scalar const alpha = by_columns ? Scalar(0.25) : Scalar(1);
             CAPTURE(m);
             CAPTURE(n);

@@ -76,8 +76,10 @@ class MpiSession {
   MpiSession(MpiSession const&) = delete;
   MpiSession& operator=(MpiSession const&) = delete;
 
+#if defined(DPK_ENABLE_MPI)
  private:
-  bool owner_ = false;
+  bool owner_ = false;  ///< this session called MPI_Init (and so finalizes)
+#endif
 };
 
 /// Rank/size and the collective operations the trainer needs.
