@@ -77,7 +77,8 @@ struct PairForceSource {
 };
 
 /// A parallel_reduce functor whose result is the frame virials (9 * nframes doubles, summed in a
-/// fixed order): calls body(k, virial) for each index k; Body adds its share to virial.
+/// fixed order): calls body(k, virial) for each index k; Body adds its share to virial. Kokkos'
+/// own init (zeros) and join (entry by entry sum) of array reductions complete it.
 template <class Body>
 struct FrameVirialReduction {
   using value_type = double[];
@@ -85,17 +86,6 @@ struct FrameVirialReduction {
   unsigned value_count;  ///< 9 * nframes
   Body body;
   KOKKOS_INLINE_FUNCTION void operator()(int k, value_type virial) const { body(k, virial); }
-  KOKKOS_INLINE_FUNCTION void init(value_type virial) const {
-    for (unsigned k = 0; k < value_count; ++k) virial[k] = 0;
-  }
-  KOKKOS_INLINE_FUNCTION void join(value_type dst, value_type const src) const {
-    for (unsigned k = 0; k < value_count; ++k) dst[k] += src[k];
-  }
-#if KOKKOS_VERSION < 40000  // Kokkos 3.x joins through volatile references (C++20 deprecates `+=` on them)
-  KOKKOS_INLINE_FUNCTION void join(volatile value_type dst, const volatile value_type src) const {
-    for (unsigned k = 0; k < value_count; ++k) dst[k] = dst[k] + src[k];
-  }
-#endif
 };
 
 /// Host schedule, pass 1, one call per block of centres (`worker`): zero the block's accumulator

@@ -16,7 +16,8 @@ namespace dpk {
 namespace detail {
 
 /// Per-type sums of raw rows (array reduction, in double): for type t, entries 5t..5t+4 are
-/// rows counted, sum c0, sum c0^2, sum c1..c3, sum c1..c3 squared.
+/// rows counted, sum c0, sum c0^2, sum c1..c3, sum c1..c3 squared. Kokkos' own init (zeros) and
+/// join (entry by entry sum) of array reductions complete it.
 template <class Scalar, class MemorySpace>
 struct EnvironmentSums {
   using value_type = double[];
@@ -46,17 +47,6 @@ struct EnvironmentSums {
     sums[5 * t + 3] += sa;
     sums[5 * t + 4] += saa;
   }
-  KOKKOS_INLINE_FUNCTION void init(value_type sums) const {
-    for (unsigned k = 0; k < value_count; ++k) sums[k] = 0;
-  }
-  KOKKOS_INLINE_FUNCTION void join(value_type dst, value_type const src) const {
-    for (unsigned k = 0; k < value_count; ++k) dst[k] += src[k];
-  }
-#if KOKKOS_VERSION < 40000  // Kokkos 3.x joins through volatile references (C++20 deprecates `+=` on them)
-  KOKKOS_INLINE_FUNCTION void join(volatile value_type dst, const volatile value_type src) const {
-    for (unsigned k = 0; k < value_count; ++k) dst[k] = dst[k] + src[k];
-  }
-#endif
 };
 
 }  // namespace detail

@@ -347,9 +347,48 @@ struct TeamChannels {
   }
 };
 
+/// The two schedules of a kernel that makes T (or T') of one centre and then that centre's row of
+/// D (or D'). Derived (CRTP) holds `op` and has centre(i, channels) and descriptor_row(i, m).
+template <class Derived>
+struct TableCentreSchedule {
+  /// Host schedule: one centre per call.
+  KOKKOS_INLINE_FUNCTION void operator()(TableHostTag, int const i) const {
+    Derived const& kernel = static_cast<Derived const&>(*this);
+    kernel.centre(i, HostChannels{kernel.op.m1});
+    if (kernel.op.position(i) >= kernel.op.centre_rows) return;  // not a centre: its D row is never read
+    for (int m = 0; m < kernel.op.m1; ++m) kernel.descriptor_row(i, m);
+  }
+
+  /// Device schedule: one team per centre, channels over the vector lanes.
+  template <class Team>
+  KOKKOS_INLINE_FUNCTION void operator()(TableDeviceTag, Team const& team) const {
+    Derived const& kernel = static_cast<Derived const&>(*this);
+    int const i = team.league_rank();
+    kernel.centre(i, TeamChannels<Team>{team, kernel.op.m1});
+    team.team_barrier();
+    if (kernel.op.position(i) >= kernel.op.centre_rows) return;
+    Kokkos::parallel_for(Kokkos::TeamVectorRange(team, kernel.op.m1), [&](int const m) { kernel.descriptor_row(i, m); });
+  }
+};
+
+namespace detail {
+/// Runs a TableCentreSchedule kernel over the nloc centres in the schedule `schedule` picks,
+/// labelled host_label or device_label.
+template <class ExecutionSpace, class Kernel>
+void run_table_centres(ExecutionSpace const& space, TableSchedule schedule, int nloc, char const* host_label,
+                       char const* device_label, Kernel const& kernel) {
+  if (table_host_schedule<ExecutionSpace>(schedule))
+    Kokkos::parallel_for(host_label, Kokkos::RangePolicy<ExecutionSpace, TableHostTag>(space, 0, nloc), kernel);
+  else
+    Kokkos::parallel_for(device_label,
+                         Kokkos::TeamPolicy<ExecutionSpace, TableDeviceTag>(space, nloc, 1, vector_lanes<ExecutionSpace>()),
+                         kernel);
+}
+}  // namespace detail
+
 /// TabulatedDescriptor: T and D of one centre from the tables (see tabulated_descriptor).
 template <class Scalar, class MemorySpace>
-struct TabulatedDescriptorKernel {
+struct TabulatedDescriptorKernel : TableCentreSchedule<TabulatedDescriptorKernel<Scalar, MemorySpace>> {
   TabulatedOperands<Scalar, MemorySpace> op;
   View3<Scalar, MemorySpace> t_out;
   MatrixView<Scalar, MemorySpace> d;
@@ -411,23 +450,6 @@ struct TabulatedDescriptorKernel {
       dr[m * m2 + n] = sum;
     }
   }
-
-  /// Host schedule: one centre per call.
-  KOKKOS_INLINE_FUNCTION void operator()(TableHostTag, int const i) const {
-    centre(i, HostChannels{op.m1});
-    if (op.position(i) >= op.centre_rows) return;  // not a centre: its D row is never read
-    for (int m = 0; m < op.m1; ++m) descriptor_row(i, m);
-  }
-
-  /// Device schedule: one team per centre, channels over the vector lanes.
-  template <class Team>
-  KOKKOS_INLINE_FUNCTION void operator()(TableDeviceTag, Team const& team) const {
-    int const i = team.league_rank();
-    centre(i, TeamChannels<Team>{team, op.m1});
-    team.team_barrier();
-    if (op.position(i) >= op.centre_rows) return;
-    Kokkos::parallel_for(Kokkos::TeamVectorRange(team, op.m1), [&](int const m) { descriptor_row(i, m); });
-  }
 };
 
 /// T_i = (1/nnei) sum_j G_k(s_j) (x) Rn_j straight from the tables (filled slots one by one,
@@ -438,19 +460,14 @@ template <class ExecutionSpace, class Scalar, class MemorySpace>
 void tabulated_descriptor(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
                           EmbeddingTable<Scalar, MemorySpace> const& table, View3<Scalar, MemorySpace> const& t_out,
                           MatrixView<Scalar, MemorySpace> d, TableSchedule schedule = TableSchedule::automatic) {
-  TabulatedDescriptorKernel<Scalar, MemorySpace> kernel{TabulatedOperands<Scalar, MemorySpace>(in, table), t_out, d};
-  if (detail::table_host_schedule<ExecutionSpace>(schedule))
-    Kokkos::parallel_for("dpk::descriptor::TabulatedDescriptor_host",
-                         Kokkos::RangePolicy<ExecutionSpace, TableHostTag>(space, 0, in.nloc), kernel);
-  else
-    Kokkos::parallel_for("dpk::descriptor::TabulatedDescriptor_device",
-                         Kokkos::TeamPolicy<ExecutionSpace, TableDeviceTag>(space, in.nloc, 1, vector_lanes<ExecutionSpace>()),
-                         kernel);
+  TabulatedDescriptorKernel<Scalar, MemorySpace> kernel{{}, TabulatedOperands<Scalar, MemorySpace>(in, table), t_out, d};
+  detail::run_table_centres(space, schedule, in.nloc, "dpk::descriptor::TabulatedDescriptor_host",
+                            "dpk::descriptor::TabulatedDescriptor_device", kernel);
 }
 
 /// TabulatedDescriptor_tangent: T' and D' of one centre (see tabulated_descriptor_tangent).
 template <class Scalar, class MemorySpace>
-struct TabulatedTangentKernel {
+struct TabulatedTangentKernel : TableCentreSchedule<TabulatedTangentKernel<Scalar, MemorySpace>> {
   TabulatedOperands<Scalar, MemorySpace> op;
   View3<Scalar, MemorySpace> v, t_value, t_out;
   MatrixView<Scalar, MemorySpace> d;
@@ -501,21 +518,6 @@ struct TabulatedTangentKernel {
       dr[m * m2 + n] = sum;
     }
   }
-
-  KOKKOS_INLINE_FUNCTION void operator()(TableHostTag, int const i) const {
-    centre(i, HostChannels{op.m1});
-    if (op.position(i) >= op.centre_rows) return;
-    for (int m = 0; m < op.m1; ++m) descriptor_row(i, m);
-  }
-
-  template <class Team>
-  KOKKOS_INLINE_FUNCTION void operator()(TableDeviceTag, Team const& team) const {
-    int const i = team.league_rank();
-    centre(i, TeamChannels<Team>{team, op.m1});
-    team.team_barrier();
-    if (op.position(i) >= op.centre_rows) return;
-    Kokkos::parallel_for(Kokkos::TeamVectorRange(team, op.m1), [&](int const m) { descriptor_row(i, m); });
-  }
 };
 
 /// Tangent of tabulated_descriptor along a direction v of the environment rows (nloc, nnei, 4):
@@ -528,15 +530,10 @@ void tabulated_descriptor_tangent(ExecutionSpace const& space, SeAInputs<Scalar,
                                   View3<Scalar, MemorySpace> const& v, View3<Scalar, MemorySpace> const& t_value,
                                   View3<Scalar, MemorySpace> const& t_out, MatrixView<Scalar, MemorySpace> d,
                                   TableSchedule schedule = TableSchedule::automatic) {
-  TabulatedTangentKernel<Scalar, MemorySpace> kernel{TabulatedOperands<Scalar, MemorySpace>(in, table), v, t_value,
+  TabulatedTangentKernel<Scalar, MemorySpace> kernel{{}, TabulatedOperands<Scalar, MemorySpace>(in, table), v, t_value,
                                                      t_out, d};
-  if (detail::table_host_schedule<ExecutionSpace>(schedule))
-    Kokkos::parallel_for("dpk::descriptor::TabulatedDescriptor_tangent_host",
-                         Kokkos::RangePolicy<ExecutionSpace, TableHostTag>(space, 0, in.nloc), kernel);
-  else
-    Kokkos::parallel_for("dpk::descriptor::TabulatedDescriptor_tangent_device",
-                         Kokkos::TeamPolicy<ExecutionSpace, TableDeviceTag>(space, in.nloc, 1, vector_lanes<ExecutionSpace>()),
-                         kernel);
+  detail::run_table_centres(space, schedule, in.nloc, "dpk::descriptor::TabulatedDescriptor_tangent_host",
+                            "dpk::descriptor::TabulatedDescriptor_tangent_device", kernel);
 }
 
 /// TabulatedEnvironment_cotangent: g of one pair (see tabulated_environment_cotangent).
