@@ -13,6 +13,10 @@
 #                                   and, with Kokkos_ENABLE_DEPRECATED_CODE_4=OFF (what Kokkos 5
 #                                   removes) and as C++20 (what Kokkos 5 requires),
 #                                   $DPK_DEPS_PREFIX/kokkos4-openmp-nodeprecated
+#   scripts/bootstrap.sh --kokkos4-clang  additionally the same Kokkos 4.6.01 + Kernels 4.6.02
+#                                   (deprecated code on, as released) built by Debian's clang 14
+#                                   with LLVM's OpenMP (libomp-14-dev), in
+#                                   $DPK_DEPS_PREFIX/kokkos4-openmp-clang (preset openmp-kokkos4-clang)
 #   scripts/bootstrap.sh --gpu-bundle-hopper  additionally the bundle Kokkos built from 4.6.01 for
 #                                   Hopper (Kokkos_ARCH_HOPPER90, sm_90), in
 #                                   $DPK_DEPS_PREFIX/kokkos4-cuda-bundle-hopper
@@ -34,6 +38,7 @@ SRC_CACHE="$PREFIX_ROOT/src"
 JOBS="${DPK_BUILD_JOBS:-$(nproc)}"
 KOKKOS4_PREFIX="$PREFIX_ROOT/kokkos4-openmp"
 KOKKOS4_NODEP_PREFIX="$PREFIX_ROOT/kokkos4-openmp-nodeprecated"
+KOKKOS4_CLANG_PREFIX="$PREFIX_ROOT/kokkos4-openmp-clang"
 KOKKOS4_BUNDLE_HOPPER_PREFIX="$PREFIX_ROOT/kokkos4-cuda-bundle-hopper"
 KOKKOS4_BUNDLE_CUBLAS_PREFIX="$PREFIX_ROOT/kokkos4-cuda-bundle-hopper-cublas"
 CUBLAS13_DIR="$PREFIX_ROOT/cublas13"
@@ -44,6 +49,7 @@ KOKKOS4_SOURCES="${DPK_KOKKOS4_SOURCES:-$(cd "$(dirname "$0")/.." && pwd)/../sha
 WANT_CUDA=0
 WANT_BUNDLE=0
 WANT_KOKKOS4=0
+WANT_KOKKOS4_CLANG=0
 WANT_BUNDLE_HOPPER=0
 WANT_BUNDLE_CUBLAS=0
 WANT_CUDA34=0
@@ -52,10 +58,11 @@ for arg in "$@"; do
     --cuda) WANT_CUDA=1; WANT_CUDA34=1 ;;
     --gpu-bundle) WANT_CUDA=1; WANT_CUDA34=1; WANT_BUNDLE=1 ;;
     --kokkos4) WANT_KOKKOS4=1 ;;
+    --kokkos4-clang) WANT_KOKKOS4_CLANG=1 ;;
     --gpu-bundle-hopper) WANT_CUDA=1; WANT_BUNDLE_HOPPER=1; WANT_KOKKOS4=1 ;;
     --gpu-bundle-hopper-cublas) WANT_CUDA=1; WANT_BUNDLE_HOPPER=1; WANT_BUNDLE_CUBLAS=1; WANT_KOKKOS4=1 ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
-    *) echo "bootstrap: unknown option '$arg' (expected --cuda, --gpu-bundle, --kokkos4, --gpu-bundle-hopper, --gpu-bundle-hopper-cublas or --help)" >&2; exit 2 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    *) echo "bootstrap: unknown option '$arg' (expected --cuda, --gpu-bundle, --kokkos4, --kokkos4-clang, --gpu-bundle-hopper, --gpu-bundle-hopper-cublas or --help)" >&2; exit 2 ;;
   esac
 done
 
@@ -115,7 +122,7 @@ apt_install() {
 
 PKGS=(build-essential cmake ccache pkg-config dpkg-dev libopenmpi-dev openmpi-bin libopenblas-dev
       doctest-dev nlohmann-json3-dev libcli11-dev libbenchmark-dev python3 python3-numpy python3-matplotlib
-      libhdf5-dev libyaml-cpp-dev lammps liblammps-dev clang libfuzzer-14-dev libclang-rt-14-dev)
+      libhdf5-dev libyaml-cpp-dev lammps liblammps-dev clang libomp-14-dev libfuzzer-14-dev libclang-rt-14-dev)
 ensure_sources "$WANT_CUDA"
 apt_install "${PKGS[@]}"
 
@@ -249,6 +256,21 @@ if [ "$WANT_KOKKOS4" = 1 ]; then
     fetch_kokkos4
     KOKKOS_SRC="$SRC_CACHE/kokkos-$KOKKOS4_VERSION" KERNELS_SRC="$SRC_CACHE/kokkos-kernels-$KOKKOS_KERNELS4_VERSION" \
       build_kokkos "$KOKKOS4_NODEP_PREFIX" kokkos4-openmp-nodeprecated "${K4_NODEP_OPTS[@]}"
+  fi
+fi
+
+# The released Kokkos 4.6.01 built by clang 14 (--kokkos4-clang): a build of dpk has to use the
+# compiler and OpenMP runtime Kokkos was built with (preset openmp-kokkos4-clang).
+if [ "$WANT_KOKKOS4_CLANG" = 1 ]; then
+  command -v clang++-14 >/dev/null || die "clang++-14 not found (Debian package clang-14)"
+  K4_CLANG_OPTS=(-DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14
+                 -DKokkos_ENABLE_DEPRECATED_CODE_4=ON -DKokkos_ENABLE_DEPRECATION_WARNINGS=ON)
+  if cached_kokkos "$KOKKOS4_CLANG_PREFIX" "${K4_CLANG_OPTS[@]}"; then
+    say "Kokkos $KOKKOS4_VERSION (OpenMP, clang 14) cached in $KOKKOS4_CLANG_PREFIX"
+  else
+    fetch_kokkos4
+    KOKKOS_SRC="$SRC_CACHE/kokkos-$KOKKOS4_VERSION" KERNELS_SRC="$SRC_CACHE/kokkos-kernels-$KOKKOS_KERNELS4_VERSION" \
+      build_kokkos "$KOKKOS4_CLANG_PREFIX" kokkos4-openmp-clang "${K4_CLANG_OPTS[@]}"
   fi
 fi
 

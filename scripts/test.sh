@@ -2,13 +2,15 @@
 # Set up dependencies, build a CPU preset and run the whole test suite (ctest).
 # Usage: scripts/test.sh [extra ctest args]
 #   DPK_PRESET  configure/build preset (default openmp: Kokkos 3.4.01 from bootstrap.sh);
-#               openmp-kokkos4 / openmp-kokkos4-nodeprecated use Kokkos 4.6.01 (bootstrap.sh --kokkos4)
+#               openmp-kokkos4 / openmp-kokkos4-nodeprecated use Kokkos 4.6.01 (bootstrap.sh --kokkos4),
+#               openmp-kokkos4-clang the same Kokkos and dpk built by clang 14 (bootstrap.sh --kokkos4-clang)
 #   DPK_CMAKE_ARGS  extra configure arguments, split on spaces (e.g. -DDPK_ENABLE_BENCHMARKS=OFF)
 #   DPK_BUILD_JOBS / DPK_TEST_JOBS  parallel compile jobs / ctest jobs (default: nproc each)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${DPK_PRESET:-openmp}"
 case "$preset" in
+  *kokkos4-clang*) scripts/bootstrap.sh --kokkos4-clang ;;
   *kokkos4*) scripts/bootstrap.sh --kokkos4 ;;
   *) scripts/bootstrap.sh ;;
 esac
