@@ -110,18 +110,14 @@ class FittingStage {
         });
   }
 
-  /// dE/dD (fitting-row order) with seed `ones` (1 per row); rows of atoms that are not centres 0.
+  /// dE/dD (fitting-row order) with seed `ones` (1 per row) into the centres' rows [0, fit_rows)
+  /// of `de_dd`. The rows of atoms that are not centres (MD ghosts) are left as they are: their
+  /// dE/dD is 0 and descriptor_cotangent, its only reader, never reads them.
   void input_cotangent(ExecutionSpace const& space, Scalar* params, Layout const& layout, Vector const& ones,
                        Vector const& de_dd) {
     int const nloc = layout.nloc(), width = width_;
     if (!blocks_.empty())
       nets_.backward_input_blocks(space, params, blocks_, rows(ones, 0, nloc, 1), rows(de_dd, 0, nloc, width));
-    if (layout.fit_rows < nloc) {
-      long const begin = long(layout.fit_rows) * width, end = long(nloc) * width;
-      Kokkos::parallel_for(
-          "dpk::model::zero_other_rows", Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<long>>(space, begin, end),
-          KOKKOS_LAMBDA(long const k) { de_dd(k) = Scalar(0); });
-    }
   }
 
   /// Tangent pass on D' (`d_tangent`), then the reverse pass with value seed c_E of each atom's
