@@ -416,7 +416,33 @@ void check_ghost_domain(dpk::Potential<double>& potential, std::vector<double> c
           "), max |dF| ", max_abs_difference(force, periodic.force));
 }
 
+/// The ghosts' rows of the workspaces are skipped (no neighbours, no environment rows, no
+/// cotangents): what an earlier call left there must not matter. A first call that makes every
+/// atom of the domain a centre fills every row (as after an MPI migration that shrank nlocal);
+/// the call with the true nlocal must then equal the same call on a fresh Potential, bit for bit.
+void check_stale_ghost_rows(std::string const& model_path, std::vector<double> const& coord,
+                            std::vector<int> const& types, std::vector<double> const& box) {
+  dpk::Potential<double> fresh(model_path), reused(model_path);
+  auto const domain = expand_with_ghosts(coord, types, box, fresh.rcut() + 0.5, 1);
+  int const nall = int(domain.types.size());
+  REQUIRE(domain.nlocal < nall);
+  auto const expected = fresh.compute_with_ghosts(domain.coord, domain.types, domain.nlocal, true);
+  auto const all_centres = reused.compute_with_ghosts(domain.coord, domain.types, nall, true);
+  CHECK(all_centres.energy[0] != expected.energy[0]);  // the ghosts' rows were really filled
+  auto const again = reused.compute_with_ghosts(domain.coord, domain.types, domain.nlocal, true);
+  CHECK(again.energy == expected.energy);
+  CHECK(again.atom_energy == expected.atom_energy);
+  CHECK(again.force == expected.force);
+  CHECK(again.virial == expected.virial);
+  CHECK(again.atom_virial == expected.atom_virial);
+}
+
 }  // namespace
+
+TEST_CASE("Potential: compute_with_ghosts after a call with more centres equals a fresh Potential") {
+  FixtureModelFile file;
+  check_stale_ghost_rows(file.path, frame_array(0, "coord"), water_types(), frame_array(0, "box"));
+}
 
 TEST_CASE("Potential: compute_with_ghosts on explicit ghost images equals the periodic box") {
   FixtureModelFile file;
@@ -472,5 +498,6 @@ TEST_CASE("Potential: a compressed model on explicit ghost images equals it on t
     REQUIRE(potential.compressed());
     check_ghost_domain(potential, frame_array(0, "coord"), water_types(), frame_array(0, "box"), 1);
   }
+  check_stale_ghost_rows(path, frame_array(0, "coord"), water_types(), frame_array(0, "box"));
   std::filesystem::remove(path);
 }

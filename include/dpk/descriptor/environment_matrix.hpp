@@ -45,7 +45,8 @@ EnvironmentStatistics<Scalar, MemorySpace> identity_statistics(int ntypes, int n
   return s;
 }
 
-/// Environment matrix of a batch. Rows [0, nloc) of the list it was computed from are valid.
+/// Environment matrix of a batch. Rows [0, list.rows_searched()) of the list it was computed
+/// from are valid; of the later rows (MD ghosts, no neighbours) only centre_type is written.
 ///
 /// The derivative of the rows w.r.t. r_ij = x is kept in factored form, three scalars per slot
 /// instead of twelve (the products and their adjoints rebuild what they need in registers):
@@ -90,7 +91,8 @@ KOKKOS_INLINE_FUNCTION void row_derivative_transpose_times(Scalar const f[3], Sc
 
 /// Computes the normalised environment matrix and its derivative factors for every (centre,
 /// slot) of `list` (kernels "dpk::descriptor::InvStd" and "dpk::descriptor::EnvMat"). `types`
-/// (nloc) selects the statistics row of each centre. Smooth weight: 1 below rcut_smth,
+/// (nloc) selects the statistics row of each centre. Rows of ghosts past list.rows_searched()
+/// get only their centre_type (no slot of theirs is ever read). Smooth weight: 1 below rcut_smth,
 /// u^3(-6u^2 + 15u - 10) + 1 up to rcut, 0 beyond. `out` grows when needed (never shrinks).
 template <class Scalar, class ExecutionSpace>
 void compute_environment_matrix(
@@ -98,7 +100,7 @@ void compute_environment_matrix(
     detail::nondeduced_t<View1<int const, typename ExecutionSpace::memory_space>> types,
     EnvironmentStatistics<Scalar, typename ExecutionSpace::memory_space> const& statistics, double rcut_smth,
     double rcut, EnvironmentMatrix<Scalar, typename ExecutionSpace::memory_space>& out) {
-  int const nloc = list.nloc, nnei = list.nnei;
+  int const nloc = list.nloc, nnei = list.nnei, searched = list.rows_searched();
   require(rcut > rcut_smth && rcut_smth >= 0,
           "compute_environment_matrix: need 0 <= rcut_smth < rcut, got rcut_smth " + std::to_string(rcut_smth) +
               ", rcut " + std::to_string(rcut));
@@ -134,8 +136,15 @@ void compute_environment_matrix(
   auto centre_type = out.centre_type;
   Scalar const rmin = Scalar(rcut_smth), rmax = Scalar(rcut);
   Scalar const inv_width = Scalar(1) / (rmax - rmin);
+  if (searched < nloc)
+    Kokkos::parallel_for(
+        "dpk::descriptor::EnvMat_ghost_types", Kokkos::RangePolicy<ExecutionSpace>(space, searched, nloc),
+        KOKKOS_LAMBDA(int const i) {
+          int const t = types(i);
+          centre_type(i) = t < 0 ? 0 : (t >= ntypes_stat ? ntypes_stat - 1 : t);
+        });
   Kokkos::parallel_for(
-      "dpk::descriptor::EnvMat", DynamicRangePolicy<ExecutionSpace>(space, 0, nloc * nnei), KOKKOS_LAMBDA(int e) {
+      "dpk::descriptor::EnvMat", DynamicRangePolicy<ExecutionSpace>(space, 0, searched * nnei), KOKKOS_LAMBDA(int e) {
         int const i = e / nnei, s = e - i * nnei;
         int t = types(i);
         t = t < 0 ? 0 : (t >= ntypes_stat ? ntypes_stat - 1 : t);
@@ -182,8 +191,9 @@ void compute_environment_matrix(
 }
 
 /// Expands the factored derivative of `env` into d rows / d r_ij, (nloc, nnei, 4, 3) (kernel
-/// "dpk::descriptor::EnvMatDeriv"; 0 for empty slots). For inspection and tests: the products
-/// use the factors directly. `deriv` grows when needed.
+/// "dpk::descriptor::EnvMatDeriv"; 0 for empty slots; rows past list.rows_searched() are not
+/// written). For inspection and tests: the products use the factors directly. `deriv` grows when
+/// needed.
 template <class Scalar, class ExecutionSpace>
 void environment_derivative(ExecutionSpace const& space,
                             EnvironmentMatrix<Scalar, typename ExecutionSpace::memory_space> const& env,
@@ -199,7 +209,7 @@ void environment_derivative(ExecutionSpace const& space,
   auto inv_std = env.inv_std;
   auto rij = list.rij;
   Kokkos::parallel_for(
-      "dpk::descriptor::EnvMatDeriv", DynamicRangePolicy<ExecutionSpace>(space, 0, nloc * nnei),
+      "dpk::descriptor::EnvMatDeriv", DynamicRangePolicy<ExecutionSpace>(space, 0, list.rows_searched() * nnei),
       KOKKOS_LAMBDA(int e) {
         int const i = e / nnei, s = e - i * nnei, t = centre_type(i);
         Scalar const f[3] = {factors(i, s, 0), factors(i, s, 1), factors(i, s, 2)};

@@ -88,22 +88,22 @@ struct FrameVirialReduction {
   KOKKOS_INLINE_FUNCTION void operator()(int k, value_type virial) const { body(k, virial); }
 };
 
-/// Host schedule, pass 1, one call per block of centres (`worker`): zero the block's accumulator
-/// rows (per atom: force, then the per-atom virial when columns is 12), then for each centre i of
-/// the block and each pair i -> n: row[n] -= q (and -= q (x) r_ij), row[i] += sum q, frame virial
-/// -= q (x) r_ij.
+/// Host schedule, pass 1, one call per block of centres (`worker`) among the rows that may have
+/// neighbours ([0, searched)): zero the block's accumulator rows (per atom: force, then the
+/// per-atom virial when columns is 12), then for each centre i of the block and each pair
+/// i -> n: row[n] -= q (and -= q (x) r_ij), row[i] += sum q, frame virial -= q (x) r_ij.
 template <class Scalar, class MemorySpace>
 struct PrivateSumsBody {
   PairForceSource<Scalar, MemorySpace> source;
-  int nloc, natoms, workers, columns;
+  int nloc, searched, natoms, workers, columns;
   Scalar* accumulators;
 
   KOKKOS_INLINE_FUNCTION void operator()(int worker, double* virial) const {
     int const cols = columns;
     Scalar* const acc = accumulators + std::size_t(worker) * std::size_t(nloc) * std::size_t(cols);
     for (std::size_t k = 0; k < std::size_t(nloc) * std::size_t(cols); ++k) acc[k] = Scalar(0);
-    int const begin = int(std::int64_t(nloc) * worker / workers);
-    int const end = int(std::int64_t(nloc) * (worker + 1) / workers);
+    int const begin = int(std::int64_t(searched) * worker / workers);
+    int const end = int(std::int64_t(searched) * (worker + 1) / workers);
     for (int i = begin; i < end; ++i) {
       Scalar f[3] = {0, 0, 0};
       Scalar w[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -239,7 +239,7 @@ void force_virial_private_sums(ExecutionSpace const& space,
   ensure_extent(work.accumulators, std::size_t(workers) * block);
   Scalar* const acc = work.accumulators.data();
   FrameVirialReduction<PrivateSumsBody<Scalar, Mem>> reduction{
-      unsigned(9 * nframes), {in.source(), nloc, natoms, workers, columns, acc}};
+      unsigned(9 * nframes), {in.source(), nloc, in.list.rows_searched(), natoms, workers, columns, acc}};
   reduce_frame_virial<Scalar>(space, "dpk::descriptor::ProdForce",
                               Kokkos::RangePolicy<ExecutionSpace>(space, 0, workers).set_chunk_size(1), reduction,
                               nframes, in.virial, work);

@@ -313,6 +313,12 @@ struct SeAInputs {
   /// Fitting rows [0, centre_rows) are centres; atoms at positions beyond (MD ghosts, which have
   /// no neighbours and no fitting row) skip D and its cotangent (their gD is 0). -1: all rows.
   int centre_rows = -1;
+  /// Rows [0, neighbour_rows) may have neighbours (NeighborList::rows_searched()); the later
+  /// ones are ghosts of a one-frame batch, whose per-slot cotangents are never read and not
+  /// written. -1: all rows.
+  int neighbour_rows = -1;
+  /// The rows that may have neighbours.
+  int rows_with_neighbours() const { return neighbour_rows < 0 || neighbour_rows > nloc ? nloc : neighbour_rows; }
   EmbeddingRows<MemorySpace> rows;
 };
 
@@ -997,7 +1003,8 @@ KOKKOS_INLINE_FUNCTION void environment_cotangent_row(Scalar const* a, int m1, S
   out[0] += gs;
 }
 
-/// g_j = dE/dRn_j = (1/nnei) A^T G_j + e0 gs_j on filled slots, 0 on empty slots; (nloc, nnei, 4).
+/// g_j = dE/dRn_j = (1/nnei) A^T G_j + e0 gs_j on filled slots, 0 on empty slots; (nloc, nnei, 4),
+/// rows past in.rows_with_neighbours() (ghosts) not written.
 /// Host threads take whole centres, the device schedule one (centre, slot) pair per thread;
 /// both take each row through environment_cotangent_row (the same bits). As a GEMM with four
 /// result columns (G rows times A^T) this ran at 11 GFLOP/s in the float64 step (one Zen 5 core).
@@ -1030,7 +1037,7 @@ void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, Memory
                         shared_dg.extent(0) >= std::size_t(in.rows.shared_rows)),
             "environment_cotangent: paired rows need dE/ds from dG/ds (unit input tangents) and the shared rows' "
             "copies of G and dG/ds");
-    Kokkos::parallel_for(label, DynamicRangePolicy<ExecutionSpace>(space, 0, in.nloc), [=](int const i) {
+    Kokkos::parallel_for(label, DynamicRangePolicy<ExecutionSpace>(space, 0, in.rows_with_neighbours()), [=](int const i) {
       Scalar const* const a_i = &a(i, 0, 0);
       int k = paired ? shared_begin(i) : 0;  // this centre's reading slots' copies, in slot order
       for (int tj = 0; tj < ntypes; ++tj) {
@@ -1070,7 +1077,7 @@ void environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, Memory
   require(dg_ds.extent(0) == 0 && !in.rows.paired,
           "environment_cotangent: dE/ds from dG/ds and paired rows are host-schedule paths");
   Kokkos::parallel_for(
-      label, DynamicMDRangePolicy2<ExecutionSpace>(space, {0, 0}, {in.nloc, nnei}),
+      label, DynamicMDRangePolicy2<ExecutionSpace>(space, {0, 0}, {in.rows_with_neighbours(), nnei}),
       KOKKOS_LAMBDA(int const i, int const slot) {
         int tj = 0;
         while (tj + 1 < ntypes && slot >= sel_offset(tj + 1)) ++tj;

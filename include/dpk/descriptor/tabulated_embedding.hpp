@@ -607,7 +607,8 @@ struct TabulatedCotangentKernel {
 /// The adjoint of tabulated_descriptor for forces and virials: from A = dE/dT (nloc, 4, M1)
 /// (descriptor_cotangent), g_j = dE/dRn_j = (1/nnei) (A^T G(s_j) + e0 sum_m (A Rn_j)_m G'_m(s_j))
 /// on filled slots, 0 on empty slots (their rows are constants), into `out` (nloc, nnei, 4), as
-/// environment_cotangent writes it for compute_force_virial. Outside a table G' = 0.
+/// environment_cotangent writes it for compute_force_virial (rows past in.rows_with_neighbours()
+/// not written). Outside a table G' = 0.
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 void tabulated_environment_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
                                      EmbeddingTable<Scalar, MemorySpace> const& table,
@@ -616,10 +617,11 @@ void tabulated_environment_cotangent(ExecutionSpace const& space, SeAInputs<Scal
   TabulatedCotangentKernel<Scalar, MemorySpace> kernel{TabulatedOperands<Scalar, MemorySpace>(in, table), a, out};
   if (detail::table_host_schedule<ExecutionSpace>(schedule))
     Kokkos::parallel_for("dpk::descriptor::TabulatedEnvironment_cotangent_host",
-                         Kokkos::RangePolicy<ExecutionSpace, TableHostTag>(space, 0, in.nloc), kernel);
+                         Kokkos::RangePolicy<ExecutionSpace, TableHostTag>(space, 0, in.rows_with_neighbours()), kernel);
   else
     Kokkos::parallel_for("dpk::descriptor::TabulatedEnvironment_cotangent_device",
-                         Kokkos::MDRangePolicy<ExecutionSpace, Kokkos::Rank<2>, TableDeviceTag>(space, {0, 0}, {in.nloc, in.nnei}),
+                         Kokkos::MDRangePolicy<ExecutionSpace, Kokkos::Rank<2>, TableDeviceTag>(
+                             space, {0, 0}, {in.rows_with_neighbours(), in.nnei}),
                          kernel);
 }
 

@@ -388,6 +388,7 @@ class EnergyModel {
                    4 * descriptor_stage_.embedding_chunk_rows(),  // parts of at least 4 chunks
                    descriptor_stage_.pair_rows() ? w.nlist.index : View2<int, memory_space>(),
                    descriptor_stage_.pair_rows() ? w.nlist.rij : View3<Scalar, memory_space>());
+    w.layout.in.neighbour_rows = w.nlist.rows_searched();  // the ghosts' rows get no per-slot cotangent
     reserve_stages(space);
   }
 

@@ -19,7 +19,9 @@ namespace dpk {
 /// Atom a of the batch is atom a % natoms of frame a / natoms. Rows [0, nloc) are valid; the
 /// Views may be larger (workspaces grow, never shrink), so consumers use `nloc`, not extents.
 /// Slot block t = [sel_offset[t], sel_offset[t] + sel[t]) holds neighbours of type t sorted by
-/// distance; its first count(i, t) slots are filled, the rest hold index -1 and rij 0.
+/// distance; its first count(i, t) slots are filled, the rest hold index -1 and rij 0. In a
+/// one-frame batch whose atoms from Frames::centres on are only neighbours (MD ghosts), those rows
+/// from `searched_rows` on have count 0 and index -1 but their rij is not written.
 template <class Scalar, class MemorySpace>
 struct NeighborList {
   static_assert(Kokkos::is_memory_space<MemorySpace>::value, "MemorySpace must be a Kokkos memory space");
@@ -35,6 +37,12 @@ struct NeighborList {
   std::vector<int> sel;         ///< host: slots per neighbour type
   std::vector<int> sel_offset;  ///< host: first slot of each block, ntypes + 1 entries
   long dropped = 0;             ///< host: neighbours dropped beyond sel in the last build, summed over centres
+  /// Rows [0, searched_rows) may have neighbours; every later row is a ghost's (no neighbours,
+  /// rij not written). -1 (lists filled by hand): all nloc rows.
+  int searched_rows = -1;
+  /// The rows that may have neighbours: the kernels that make per-slot values (environment
+  /// matrix, its cotangent) stop there.
+  int rows_searched() const { return searched_rows < 0 || searched_rows > nloc ? nloc : searched_rows; }
 
   /// Reverse index (filled by NeighborSearch::build or build_reverse_neighbors): the pairs that
   /// point at atom n are reverse_pair[reverse_offset[n] .. reverse_offset[n+1]), each stored as
@@ -58,6 +66,7 @@ template <class Scalar, class ExecutionSpace>
 void build_reverse_neighbors(ExecutionSpace const& space,
                              NeighborList<Scalar, typename ExecutionSpace::memory_space>& list) {
   int const nloc = list.nloc, nnei = list.nnei;
+  int const searched = list.rows_searched();  // the later rows (ghosts) have no pairs
   require(nloc >= 0 && nnei >= 0, "build_reverse_neighbors: negative nloc or nnei");
   std::size_t const pairs = std::size_t(nloc) * std::size_t(nnei) + 1;
   ensure_extent(list.reverse_offset, nloc + 1);
@@ -73,7 +82,7 @@ void build_reverse_neighbors(ExecutionSpace const& space,
     std::size_t const stride = std::size_t(nloc) + 1;
     ensure_extent(list.reverse_cursor, std::size_t(chunks) * stride);
     int* const cursor = list.reverse_cursor.data();
-    auto first_centre = [=](int c) { return int(std::int64_t(nloc) * c / chunks); };
+    auto first_centre = [=](int c) { return int(std::int64_t(searched) * c / chunks); };
     Kokkos::parallel_for("dpk::neighbor::ReverseCount", Range(space, 0, chunks).set_chunk_size(1), [=](int c) {
       int* const count = cursor + c * stride;
       for (int n = 0; n < nloc; ++n) count[n] = 0;
@@ -117,7 +126,7 @@ void build_reverse_neighbors(ExecutionSpace const& space,
     auto cursor = list.reverse_cursor;
     Kokkos::deep_copy(space, Kokkos::subview(cursor, std::make_pair(0, nloc + 1)), 0);
     Kokkos::parallel_for(
-        "dpk::neighbor::ReverseCount", Range(space, 0, nloc), KOKKOS_LAMBDA(int i) {
+        "dpk::neighbor::ReverseCount", Range(space, 0, searched), KOKKOS_LAMBDA(int i) {
           for (int s = 0; s < nnei; ++s) {
             int const n = index(i, s);
             if (n >= 0) Kokkos::atomic_add(&cursor(n), 1);
@@ -128,7 +137,7 @@ void build_reverse_neighbors(ExecutionSpace const& space,
     Kokkos::parallel_for(
         "dpk::neighbor::ReverseCursor", Range(space, 0, nloc), KOKKOS_LAMBDA(int n) { cursor(n) = offset(n); });
     Kokkos::parallel_for(
-        "dpk::neighbor::ReverseFill", Range(space, 0, nloc), KOKKOS_LAMBDA(int i) {
+        "dpk::neighbor::ReverseFill", Range(space, 0, searched), KOKKOS_LAMBDA(int i) {
           for (int s = 0; s < nnei; ++s) {
             int const n = index(i, s);
             if (n >= 0) pair(Kokkos::atomic_fetch_add(&cursor(n), 1)) = i * nnei + s;

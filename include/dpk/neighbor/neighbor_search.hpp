@@ -152,7 +152,8 @@ class NeighborSearch {
   CellList<Scalar, ExecutionSpace> const& cells() const { return cells_; }
 
   /// Builds the formatted list of every atom of `frames` into `out` (rows [0, frames.nloc())),
-  /// plus its reverse index. Atoms at or beyond frames.centres in their frame get empty rows.
+  /// plus its reverse index. Atoms at or beyond frames.centres in their frame get empty rows
+  /// (in a one-frame batch: count 0 and index -1 only; out.searched_rows = centres).
   /// Uses frames.nloc(), not view extents; allocates only when the batch
   /// grows. Synchronous: returns after `out.dropped` is known.
   void build(ExecutionSpace const& space, Frames<Scalar, memory_space> const& frames,
@@ -171,6 +172,9 @@ class NeighborSearch {
     cells_.build(space, frames, rcut_, 1);
 
     out.nloc = nloc;
+    // One frame with ghosts (MD): rows [centres, nloc) are all ghosts, whose rij is never read.
+    int const searched = frames.nframes == 1 ? centres : nloc;
+    out.searched_rows = searched;
     out.nnei = nnei;
     out.ntypes = ntypes;
     out.sel = sel_;
@@ -255,10 +259,9 @@ class NeighborSearch {
           Scalar const prune2 = prune * prune;
           for (int t = 0; t < ntypes; ++t) count(i, t) = 0;
           if (i % natoms >= centres) {  // a neighbour-only atom (ghost): empty row
-            for (int s = 0; s < nnei; ++s) {
-              index(i, s) = -1;
-              rij(i, s, 0) = rij(i, s, 1) = rij(i, s, 2) = Scalar(0);
-            }
+            for (int s = 0; s < nnei; ++s) index(i, s) = -1;
+            if (i < searched)  // rij of ghost rows only inside the searched rows (several frames)
+              for (int s = 0; s < nnei; ++s) rij(i, s, 0) = rij(i, s, 1) = rij(i, s, 2) = Scalar(0);
             return;
           }
           int const scratch = per_thread ? token.acquire() : i;
