@@ -240,38 +240,31 @@ cached_kokkos() {
   local prefix="$1"; shift
   have_kokkos_in "$prefix" >/dev/null && [ "$(cat "$prefix/.dpk-options" 2>/dev/null)" = "$*" ]
 }
+# ensure_kokkos4 PREFIX NAME WHAT OPTIONS...: Kokkos 4.6.01 + Kokkos Kernels 4.6.02 built with
+# OPTIONS into PREFIX, unless PREFIX holds a build made with the same OPTIONS.
+ensure_kokkos4() {
+  local prefix="$1" name="$2" what="$3"; shift 3
+  if cached_kokkos "$prefix" "$@"; then
+    say "Kokkos $KOKKOS4_VERSION ($what) cached in $prefix"
+  else
+    fetch_kokkos4
+    KOKKOS_SRC="$SRC_CACHE/kokkos-$KOKKOS4_VERSION" KERNELS_SRC="$SRC_CACHE/kokkos-kernels-$KOKKOS_KERNELS4_VERSION" \
+      build_kokkos "$prefix" "$name" "$@"
+  fi
+}
 if [ "$WANT_KOKKOS4" = 1 ]; then
-  K4_OPTS=(-DKokkos_ENABLE_DEPRECATED_CODE_4=ON -DKokkos_ENABLE_DEPRECATION_WARNINGS=ON)
-  K4_NODEP_OPTS=(-DKokkos_ENABLE_DEPRECATED_CODE_4=OFF -DCMAKE_CXX_STANDARD=20)  # Kokkos 5 needs C++20 too
-  if cached_kokkos "$KOKKOS4_PREFIX" "${K4_OPTS[@]}"; then
-    say "Kokkos $KOKKOS4_VERSION (OpenMP) cached in $KOKKOS4_PREFIX"
-  else
-    fetch_kokkos4
-    KOKKOS_SRC="$SRC_CACHE/kokkos-$KOKKOS4_VERSION" KERNELS_SRC="$SRC_CACHE/kokkos-kernels-$KOKKOS_KERNELS4_VERSION" \
-      build_kokkos "$KOKKOS4_PREFIX" kokkos4-openmp "${K4_OPTS[@]}"
-  fi
-  if cached_kokkos "$KOKKOS4_NODEP_PREFIX" "${K4_NODEP_OPTS[@]}"; then
-    say "Kokkos $KOKKOS4_VERSION (OpenMP, no deprecated code) cached in $KOKKOS4_NODEP_PREFIX"
-  else
-    fetch_kokkos4
-    KOKKOS_SRC="$SRC_CACHE/kokkos-$KOKKOS4_VERSION" KERNELS_SRC="$SRC_CACHE/kokkos-kernels-$KOKKOS_KERNELS4_VERSION" \
-      build_kokkos "$KOKKOS4_NODEP_PREFIX" kokkos4-openmp-nodeprecated "${K4_NODEP_OPTS[@]}"
-  fi
+  ensure_kokkos4 "$KOKKOS4_PREFIX" kokkos4-openmp "OpenMP" \
+    -DKokkos_ENABLE_DEPRECATED_CODE_4=ON -DKokkos_ENABLE_DEPRECATION_WARNINGS=ON
+  ensure_kokkos4 "$KOKKOS4_NODEP_PREFIX" kokkos4-openmp-nodeprecated "OpenMP, no deprecated code" \
+    -DKokkos_ENABLE_DEPRECATED_CODE_4=OFF -DCMAKE_CXX_STANDARD=20  # Kokkos 5 needs C++20 too
 fi
-
 # The released Kokkos 4.6.01 built by clang 14 (--kokkos4-clang): a build of dpk has to use the
 # compiler and OpenMP runtime Kokkos was built with (preset openmp-kokkos4-clang).
 if [ "$WANT_KOKKOS4_CLANG" = 1 ]; then
   command -v clang++-14 >/dev/null || die "clang++-14 not found (Debian package clang-14)"
-  K4_CLANG_OPTS=(-DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14
-                 -DKokkos_ENABLE_DEPRECATED_CODE_4=ON -DKokkos_ENABLE_DEPRECATION_WARNINGS=ON)
-  if cached_kokkos "$KOKKOS4_CLANG_PREFIX" "${K4_CLANG_OPTS[@]}"; then
-    say "Kokkos $KOKKOS4_VERSION (OpenMP, clang 14) cached in $KOKKOS4_CLANG_PREFIX"
-  else
-    fetch_kokkos4
-    KOKKOS_SRC="$SRC_CACHE/kokkos-$KOKKOS4_VERSION" KERNELS_SRC="$SRC_CACHE/kokkos-kernels-$KOKKOS_KERNELS4_VERSION" \
-      build_kokkos "$KOKKOS4_CLANG_PREFIX" kokkos4-openmp-clang "${K4_CLANG_OPTS[@]}"
-  fi
+  ensure_kokkos4 "$KOKKOS4_CLANG_PREFIX" kokkos4-openmp-clang "OpenMP, clang 14" \
+    -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14 \
+    -DKokkos_ENABLE_DEPRECATED_CODE_4=ON -DKokkos_ENABLE_DEPRECATION_WARNINGS=ON
 fi
 
 # --------------------------------------------------------------------------- CUDA 11.8 toolchain
