@@ -607,7 +607,8 @@ void contract_rows(SeAInputs<Scalar, MemorySpace> const& in, MatrixView<Scalar, 
 /// only), then D (or D' with T in `t_value`) as contract_descriptor does. Host schedule.
 /// With paired rows (EmbeddingRows::paired) it also adds the slots that read their owner's row
 /// (contract_rows sums only a row's owner): G from `shared_g`, and for a tangent G' = s' dG/ds
-/// from `shared_dg` with the slot's own s' = v[., 0] (copy_shared_rows' copies).
+/// from `shared_dg` with the slot's own s' = v[., 0] (copy_shared_rows' copies). Rows past
+/// in.rows_with_neighbours() (ghosts: their T is never read) are neither read nor written.
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 void finish_contraction(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
                         View1<Scalar, MemorySpace> const& partials, int nsums, MatrixView<Scalar, MemorySpace> g,
@@ -636,7 +637,7 @@ void finish_contraction(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpa
   Scalar const* const sums = partials.data();
   Kokkos::parallel_for(
       tangent ? "dpk::descriptor::SeA::Descriptor_tangent_finish" : "dpk::descriptor::SeA::Descriptor_finish",
-      DynamicRangePolicy<ExecutionSpace>(space, 0, nloc), [=](int const i) {
+      DynamicRangePolicy<ExecutionSpace>(space, 0, in.rows_with_neighbours()), [=](int const i) {
         Scalar* const tr = &t_out(i, 0, 0);
         Scalar const* const first = sums + std::size_t(i) * 4 * m1;
         for (int k = 0; k < 4 * m1; ++k) tr[k] = first[k];

@@ -337,7 +337,8 @@ class DescriptorStage {
   }
 
   /// The chunked passes' partial T sums, one (nloc, 4, M1) array per neighbour type, zeroed
-  /// (host schedule), as a map from a net to its neighbour type's array. A centre's rows of a
+  /// (host schedule; the rows that may have neighbours only: finish_contraction reads no ghost's
+  /// row), as a map from a net to its neighbour type's array. A centre's rows of a
   /// net lie in one part of BatchLayout::embedding_parts, so each (centre, neighbour type) sum
   /// is made by one thread in row order, and finish_contraction adds the types in order: T does
   /// not depend on the thread count or on which thread ran which part.
@@ -346,10 +347,16 @@ class DescriptorStage {
     std::size_t const n = per_type * std::size_t(layout.in.ntypes);
     ensure_extent(t_partials_, n);
     Scalar* const p = t_partials_.data();
-    // A kernel, not deep_copy (no Kokkos Tools deep-copy event per step): rows of M1.
-    nn::detail::fill_zero(space, Matrix(p, int(n / m1_), m1_));
-    space.fence();
     int const ntypes = layout.in.ntypes;
+    // A kernel, not deep_copy (no Kokkos Tools deep-copy event per step): rows of M1; one for
+    // all types unless ghosts' rows lie between them.
+    int const rows = layout.in.rows_with_neighbours();
+    if (rows == layout.in.nloc)
+      nn::detail::fill_zero(space, Matrix(p, int(n / m1_), m1_));
+    else
+      for (int type = 0; type < ntypes; ++type)
+        nn::detail::fill_zero(space, Matrix(p + std::size_t(type) * per_type, 4 * rows, m1_));
+    space.fence();
     bool const tos = layout.in.type_one_side;
     return [p, per_type, ntypes, tos](int net) {
       return p + std::size_t(EmbeddingRows<memory_space>::neighbour_type_of(tos, ntypes, net)) * per_type;
