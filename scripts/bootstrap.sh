@@ -14,7 +14,7 @@
 #                                   removes) and as C++20 (what Kokkos 5 requires),
 #                                   $DPK_DEPS_PREFIX/kokkos4-openmp-nodeprecated
 #   scripts/bootstrap.sh --kokkos4-clang  additionally the same Kokkos 4.6.01 + Kernels 4.6.02
-#                                   (deprecated code on, as released) built by Debian's clang 14
+#                                   (without deprecated code, as C++20) built by Debian's clang 14
 #                                   with LLVM's OpenMP (libomp-14-dev), in
 #                                   $DPK_DEPS_PREFIX/kokkos4-openmp-clang (preset openmp-kokkos4-clang)
 #   scripts/bootstrap.sh --gpu-bundle-hopper  additionally the bundle Kokkos built from 4.6.01 for
@@ -258,13 +258,14 @@ if [ "$WANT_KOKKOS4" = 1 ]; then
   ensure_kokkos4 "$KOKKOS4_NODEP_PREFIX" kokkos4-openmp-nodeprecated "OpenMP, no deprecated code" \
     -DKokkos_ENABLE_DEPRECATED_CODE_4=OFF -DCMAKE_CXX_STANDARD=20  # Kokkos 5 needs C++20 too
 fi
-# The released Kokkos 4.6.01 built by clang 14 (--kokkos4-clang): a build of dpk has to use the
-# compiler and OpenMP runtime Kokkos was built with (preset openmp-kokkos4-clang).
+# Kokkos 4.6.01 without deprecated code, as C++20, built by clang 14 (--kokkos4-clang; CI's
+# second stage): a build of dpk has to use the compiler and OpenMP runtime Kokkos was built
+# with (preset openmp-kokkos4-clang).
 if [ "$WANT_KOKKOS4_CLANG" = 1 ]; then
   command -v clang++-14 >/dev/null || die "clang++-14 not found (Debian package clang-14)"
-  ensure_kokkos4 "$KOKKOS4_CLANG_PREFIX" kokkos4-openmp-clang "OpenMP, clang 14" \
+  ensure_kokkos4 "$KOKKOS4_CLANG_PREFIX" kokkos4-openmp-clang "OpenMP, clang 14, no deprecated code, C++20" \
     -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14 \
-    -DKokkos_ENABLE_DEPRECATED_CODE_4=ON -DKokkos_ENABLE_DEPRECATION_WARNINGS=ON
+    -DKokkos_ENABLE_DEPRECATED_CODE_4=OFF -DCMAKE_CXX_STANDARD=20
 fi
 
 # --------------------------------------------------------------------------- CUDA 11.8 toolchain
