@@ -181,4 +181,28 @@ inline std::string applied_environment_defaults() {
   return v ? std::string(v) : std::string();
 }
 
+/// OpenBLAS threads per call that dpk's programs choose when the user did not: 1, whatever the
+/// Kokkos threads. dpk calls the BLAS from the master thread between Kokkos kernels, so BLAS
+/// threads of their own only compete with the spinning Kokkos workers for the same cores
+/// (docs/tuning.md, "Avoiding oversubscription"; dpk-md, full water model, 192 atoms, 2 threads:
+/// 26-38 ms per step with OpenBLAS' own default, 15.5-16 ms with 1).
+inline int default_blas_threads(int kokkos_threads) {
+  (void)kokkos_threads;
+  return 1;
+}
+
+/// Applies dpk's BLAS default for a program with `kokkos_threads` host threads (see
+/// default_blas_threads) and returns the start banner's line: the binding variables (marked
+/// when dpk's re-exec set them) and the BLAS threads.
+inline std::string configure_threads(int kokkos_threads) {
+  std::string const blas = configure_blas_threads(kokkos_threads, default_blas_threads(kokkos_threads));
+  std::string const applied = applied_environment_defaults();
+  auto shown = [](char const* name) {
+    char const* v = std::getenv(name);
+    return std::string(name) + "=" + (v ? v : "(unset)");
+  };
+  return "threads: " + std::to_string(kokkos_threads) + ", " + shown("OMP_PROC_BIND") + " " + shown("OMP_PLACES") +
+         (applied.empty() ? std::string() : " (dpk default; DPK_THREAD_DEFAULTS=0 turns it off)") + "; " + blas;
+}
+
 }  // namespace dpk::program

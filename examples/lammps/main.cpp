@@ -6,10 +6,15 @@
 /// program creates the LAMMPS instance itself, adds "dpk" to its pair-style map and then reads
 /// the input exactly as `lmp -in` does (docs/md.md, section LAMMPS). Kokkos options
 /// (--kokkos-num-threads=N, or OMP_NUM_THREADS) are taken before LAMMPS sees the command line.
+/// dpk-train's OpenMP binding defaults apply (docs/tuning.md: OMP_PROC_BIND=spread
+/// OMP_PLACES=threads when the user set neither, binding cannot stack ranks on the same cores and
+/// the threads fill the CPUs; applied by re-executing before MPI and OpenMP start;
+/// DPK_THREAD_DEFAULTS=0 turns them off); pair_style dpk sets the BLAS threads and logs both.
 
 #include "input.h"
 #include "lammps.h"
 #include "pair_dpk.h"
+#include "program_threads.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <mpi.h>
@@ -18,6 +23,11 @@
 #include <exception>
 
 int main(int argc, char** argv) {
+#if defined(KOKKOS_ENABLE_OPENMP)
+  // Before MPI and before the OpenMP runtime has threads: binding defaults need a re-exec.
+  dpk::program::reexec_with_environment_defaults(
+      argv, dpk::program::openmp_binding_defaults(dpk::program::requested_threads(argc, argv)));
+#endif
   MPI_Init(&argc, &argv);
   int rank = 0, size = 1, status = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

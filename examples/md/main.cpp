@@ -9,8 +9,14 @@
 // model whose forces are the exact gradient of its energy conserves the total energy up to the
 // O(dt^2) fluctuation of the integrator: the drift is a direct check of that.
 //
-// Units: A, fs, eV, amu. Kokkos options (--kokkos-threads=N, ...) and OMP_NUM_THREADS apply.
+// Units: A, fs, eV, amu. Kokkos options (--kokkos-threads=N, ...) and OMP_NUM_THREADS apply,
+// with dpk-train's thread defaults (docs/tuning.md): OMP_PROC_BIND=spread OMP_PLACES=threads
+// when the user set neither and the threads fill the CPUs (applied by re-executing before OpenMP
+// starts; DPK_THREAD_DEFAULTS=0 turns it off), and one OpenBLAS thread per call unless
+// OPENBLAS_NUM_THREADS is set; the header's "# threads:" line shows the result.
 #include <dpk/potential.hpp>
+
+#include "program_threads.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -128,6 +134,7 @@ int run(Options const& o) {
   std::printf("# NVE velocity Verlet: %ld steps of %g fs, initial temperature %g K (seed %lu), %s threads %d\n",
               o.steps, o.dt, o.temperature, o.seed, dpk::DefaultExecutionSpace::name(),
               dpk::DefaultExecutionSpace().concurrency());
+  std::printf("# %s\n", dpk::program::configure_threads(dpk::DefaultExecutionSpace().concurrency()).c_str());
   std::printf("#%9s %12s %16s %14s %16s %10s\n", "step", "time_fs", "potential_eV", "kinetic_eV", "total_eV",
               "temp_K");
 
@@ -215,6 +222,11 @@ int run(Options const& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#if defined(KOKKOS_ENABLE_OPENMP)
+  // Before the OpenMP runtime has threads: binding defaults need a re-exec.
+  dpk::program::reexec_with_environment_defaults(
+      argv, dpk::program::openmp_binding_defaults(dpk::program::requested_threads(argc, argv)));
+#endif
   // Kokkos::initialize prints its own help for --help and leaves the argument in place; hide
   // --help from Kokkos behind a placeholder, then restore it for CLI11 (--kokkos-help still
   // prints Kokkos' help).

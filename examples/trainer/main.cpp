@@ -14,7 +14,7 @@
 // Thread defaults (docs/tuning.md): OMP_PROC_BIND=spread OMP_PLACES=threads when the user set
 // neither, binding is safe and the threads fill the CPUs (fewer stay unbound; applied by
 // re-executing before OpenMP starts), OpenBLAS threads
-// per call as dpk_default_blas_threads below unless OPENBLAS_NUM_THREADS is set; both are
+// per call as dpk::program::default_blas_threads unless OPENBLAS_NUM_THREADS is set; both are
 // printed at start. DPK_THREAD_DEFAULTS=0 turns the binding default off.
 #include <dpk/train.hpp>
 
@@ -48,25 +48,8 @@ using Space = dpk::DefaultExecutionSpace;
 /// Ranks sharing this node (from the MPI launcher's environment; all ranks when unknown).
 int local_ranks(dpk::Communicator const& comm) { return dpk::program::local_ranks_from_environment(comm.size()); }
 
-/// OpenBLAS threads per call when the user did not choose: see docs/tuning.md for the
-/// measurements (BLAS threads on top of busy Kokkos threads oversubscribe the cores).
-int dpk_default_blas_threads(int kokkos_threads) {
-  (void)kokkos_threads;
-  return 1;
-}
-
 /// Applies the BLAS default and returns the line describing the thread setup.
-std::string configure_threads() {
-  int const threads = Space().concurrency();
-  std::string line = dpk::program::configure_blas_threads(threads, dpk_default_blas_threads(threads));
-  std::string const applied = dpk::program::applied_environment_defaults();
-  auto shown = [](char const* name) {
-    char const* v = std::getenv(name);
-    return std::string(name) + "=" + (v ? v : "(unset)");
-  };
-  return "threads: " + shown("OMP_PROC_BIND") + " " + shown("OMP_PLACES") +
-         (applied.empty() ? std::string() : " (dpk default; DPK_THREAD_DEFAULTS=0 turns it off)") + "; " + line;
-}
+std::string configure_threads() { return dpk::program::configure_threads(Space().concurrency()); }
 
 void check_oversubscription(dpk::Communicator const& comm) {
   unsigned const cores = std::thread::hardware_concurrency();

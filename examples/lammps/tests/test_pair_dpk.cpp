@@ -18,6 +18,7 @@
 #include "pair.h"
 #include "pair_dpk.h"
 
+#include <dpk/core/threads.hpp>
 #include <dpk/potential.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -235,6 +236,35 @@ TEST_CASE("pair_style dpk: step 0 equals dpk::Potential") {
     c.yz = -1.2;
     check_step0(c, "small_triclinic");
   }
+}
+
+TEST_CASE("pair_style dpk: one OpenBLAS thread per call unless the user set OPENBLAS_NUM_THREADS") {
+  if (!dpk::blas_threads_controllable()) {
+    MESSAGE("OpenBLAS' thread controls are not linked: nothing to check");
+    return;
+  }
+  auto const data = write_data(water_box(), "blas.data");
+  char const* const user = std::getenv("OPENBLAS_NUM_THREADS");
+  std::string const saved = user ? user : "";
+  ::unsetenv("OPENBLAS_NUM_THREADS");
+  ::unsetenv("GOTO_NUM_THREADS");
+  SUBCASE("unset: dpk sets 1") {
+    dpk::set_blas_threads(2);
+    Lammps lammps;
+    setup(lammps, data, "pair_style dpk " + model_path());
+    CHECK(dpk::blas_threads() == 1);
+  }
+  SUBCASE("set by the user: kept") {
+    ::setenv("OPENBLAS_NUM_THREADS", "2", 1);
+    dpk::set_blas_threads(2);  // what OpenBLAS read from the variable at load time
+    Lammps lammps;
+    setup(lammps, data, "pair_style dpk " + model_path());
+    CHECK(dpk::blas_threads() == 2);
+  }
+  if (user)
+    ::setenv("OPENBLAS_NUM_THREADS", saved.c_str(), 1);
+  else
+    ::unsetenv("OPENBLAS_NUM_THREADS");
 }
 
 int main(int argc, char** argv) {
