@@ -1,7 +1,8 @@
 // main() shared by every benchmark program: Kokkos around Google Benchmark, with the execution
-// space and its concurrency recorded in the benchmark context.
+// space, its concurrency and OpenBLAS' threads per call recorded in the benchmark context.
 #include <benchmark/benchmark.h>
 
+#include <dpk/core/threads.hpp>
 #include <dpk/core/types.hpp>
 
 #include <string>
@@ -13,6 +14,11 @@ int main(int argc, char** argv) {
   using Space = dpk::DefaultExecutionSpace;
   benchmark::AddCustomContext("kokkos_execution_space", Space::name());
   benchmark::AddCustomContext("kokkos_concurrency", std::to_string(Space().concurrency()));
+  // One OpenBLAS thread per call unless OPENBLAS_NUM_THREADS/GOTO_NUM_THREADS is set, as in
+  // dpk's programs (docs/tuning.md): OpenBLAS' own threads would compete with the Kokkos workers.
+  // bench_gemm's BLAS-thread benchmarks set their own count.
+  if (!dpk::blas_threads_set_by_user()) dpk::set_blas_threads(1);
+  benchmark::AddCustomContext("blas_threads", std::to_string(dpk::blas_threads()));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
