@@ -2,7 +2,7 @@
 // space, its concurrency and OpenBLAS' threads per call recorded in the benchmark context.
 #include <benchmark/benchmark.h>
 
-#include <dpk/core/threads.hpp>
+#include <dpk/core/blas_threads_default.hpp>
 #include <dpk/core/types.hpp>
 
 #include <string>
@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   // One OpenBLAS thread per call unless OPENBLAS_NUM_THREADS/GOTO_NUM_THREADS is set, as in
   // dpk's programs (docs/tuning.md): OpenBLAS' own threads would compete with the Kokkos workers.
   // bench_gemm's BLAS-thread benchmarks set their own count.
-  if (!dpk::blas_threads_set_by_user()) dpk::set_blas_threads(1);
+  dpk::apply_blas_threads_default(1);
   benchmark::AddCustomContext("blas_threads", std::to_string(dpk::blas_threads()));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

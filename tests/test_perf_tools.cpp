@@ -2,6 +2,7 @@
 // controls of dpk/core/threads.hpp.
 #include <doctest/doctest.h>
 
+#include <dpk/core/blas_threads_default.hpp>
 #include <dpk/core/threads.hpp>
 #include "program_threads.hpp"  // examples/common: the programs' thread defaults
 #include "train_test_helpers.hpp"
@@ -136,12 +137,12 @@ TEST_CASE("BLAS threads: set and read back through OpenBLAS when it is linked") 
   CHECK(dpk::blas_threads() == 1);
   // The user's OPENBLAS_NUM_THREADS wins over dpk's default.
   ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
-  std::string const kept = dpk::program::configure_blas_threads(2, 2);
+  std::string const kept = dpk::apply_blas_threads_default(2);
   CHECK(kept.find("set by the user") != std::string::npos);
   CHECK(dpk::blas_threads() == 1);
   ::unsetenv("OPENBLAS_NUM_THREADS");
   ::unsetenv("GOTO_NUM_THREADS");
-  std::string const chosen = dpk::program::configure_blas_threads(2, 1);
+  std::string const chosen = dpk::apply_blas_threads_default(1);
   CHECK(chosen.find("dpk default") != std::string::npos);
   CHECK(dpk::blas_threads() == 1);
   dpk::set_blas_threads(before);

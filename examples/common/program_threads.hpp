@@ -1,8 +1,10 @@
 #pragma once
 /// \file program_threads.hpp
 /// \brief The thread defaults of dpk's programs (docs/tuning.md): OpenMP binding applied by
-/// re-executing the program, and OpenBLAS threads per call. Process-wide changes belong to a
-/// program's main, so they live here and not in the library (include/dpk).
+/// re-executing the program, and OpenBLAS threads per call (dpk::apply_blas_threads_default,
+/// which pair_style dpk calls too). Process-wide changes belong to a program's main, so the
+/// library (include/dpk) offers them but never applies them itself.
+#include <dpk/core/blas_threads_default.hpp>
 #include <dpk/core/host_gemm.hpp>
 #include <dpk/core/threads.hpp>
 
@@ -16,20 +18,6 @@
 #endif
 
 namespace dpk::program {
-
-/// Applies dpk's default BLAS threading for a program whose host execution space has
-/// `kokkos_threads` threads, unless the user set OPENBLAS_NUM_THREADS/GOTO_NUM_THREADS, and
-/// returns a one-line description for the start banner. The default is `default_threads`
-/// (see docs/tuning.md for the measurements behind dpk-train's choice).
-inline std::string configure_blas_threads(int kokkos_threads, int default_threads) {
-  (void)kokkos_threads;
-  if (!blas_threads_controllable()) return "BLAS threads: not OpenBLAS (left as configured)";
-  if (blas_threads_set_by_user())
-    return "BLAS threads: " + std::to_string(blas_threads()) + " (OPENBLAS_NUM_THREADS/GOTO_NUM_THREADS set by the user)";
-  set_blas_threads(default_threads);
-  return "BLAS threads: " + std::to_string(blas_threads()) +
-         " (dpk default; set OPENBLAS_NUM_THREADS to override)";
-}
 
 /// The banner's description of the BLAS kernels: `name` (OpenBLAS' kernel set, "" when another
 /// BLAS), whether OPENBLAS_CORETYPE pinned it (`pinned`: its value, or nullptr), whether dpk's
@@ -195,7 +183,7 @@ inline int default_blas_threads(int kokkos_threads) {
 /// default_blas_threads) and returns the start banner's line: the binding variables (marked
 /// when dpk's re-exec set them) and the BLAS threads.
 inline std::string configure_threads(int kokkos_threads) {
-  std::string const blas = configure_blas_threads(kokkos_threads, default_blas_threads(kokkos_threads));
+  std::string const blas = apply_blas_threads_default(default_blas_threads(kokkos_threads));
   std::string const applied = applied_environment_defaults();
   auto shown = [](char const* name) {
     char const* v = std::getenv(name);

@@ -11,7 +11,7 @@
 #include "neigh_list.h"
 #include "update.h"
 
-#include <dpk/core/threads.hpp>
+#include <dpk/core/blas_threads_default.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -40,19 +40,6 @@ std::string names(std::vector<std::string> const& type_map) {
   std::string out = "[";
   for (std::size_t t = 0; t < type_map.size(); ++t) out += (t ? ", " : "") + type_map[t];
   return out + "]";
-}
-
-/// One OpenBLAS thread per call unless the user set OPENBLAS_NUM_THREADS or GOTO_NUM_THREADS,
-/// as in dpk's programs (docs/tuning.md): dpk calls the BLAS from the master thread between its
-/// Kokkos kernels, and OpenBLAS' own threads would compete with the spinning Kokkos workers
-/// (192 water atoms, full model, 2 threads: 26-38 ms per step with OpenBLAS' default, 15.5-16
-/// with 1). Returns the description for LAMMPS' log.
-std::string apply_blas_threads_default() {
-  if (!dpk::blas_threads_controllable()) return "BLAS threads: not OpenBLAS (left as configured)";
-  if (dpk::blas_threads_set_by_user())
-    return "BLAS threads: " + std::to_string(dpk::blas_threads()) + " (OPENBLAS_NUM_THREADS/GOTO_NUM_THREADS)";
-  dpk::set_blas_threads(1);
-  return "BLAS threads: " + std::to_string(dpk::blas_threads()) + " (dpk default; OPENBLAS_NUM_THREADS overrides)";
 }
 
 Pair* create_pair_dpk(LAMMPS* lmp) { return new PairDPK(lmp); }
@@ -107,7 +94,9 @@ void PairDPK::settings(int narg, char** arg) {
     if (end == arg[2] || *end != '\0')
       error->all(FLERR, std::string("pair_style dpk: min_distance expects a number, got '") + arg[2] + "'");
   }
-  std::string const blas = apply_blas_threads_default();
+  // One OpenBLAS thread per call unless the user chose, as in dpk's programs (192 water atoms,
+  // full model, 2 threads: 26-38 ms per step with OpenBLAS' own default, 15.5-16 with 1).
+  std::string const blas = dpk::apply_blas_threads_default(1);
   if (comm->me == 0)
     utils::logmesg(lmp, "pair_style dpk: model '" + model_path_ + "' (" + potential_->model_precision() +
                             (potential_->compressed() ? ", compressed" : "") + ", types " + names(potential_->type_map()) + ", rcut " +
