@@ -87,6 +87,11 @@ KOKKOS_INLINE_FUNCTION void row_derivative_transpose_times(Scalar const f[3], Sc
   for (int k = 0; k < 3; ++k) v[k + 1] = s[k + 1] * (f[1] * x[k] * xc + f[2] * c[k]);
 }
 
+/// Statistics row of a centre of type `t`: its type, clamped to the statistics' `ntypes_stat` types.
+KOKKOS_INLINE_FUNCTION int statistics_row(int t, int ntypes_stat) {
+  return t < 0 ? 0 : (t >= ntypes_stat ? ntypes_stat - 1 : t);
+}
+
 }  // namespace detail
 
 /// Computes the normalised environment matrix and its derivative factors for every (centre,
@@ -139,15 +144,11 @@ void compute_environment_matrix(
   if (searched < nloc)
     Kokkos::parallel_for(
         "dpk::descriptor::EnvMat_ghost_types", Kokkos::RangePolicy<ExecutionSpace>(space, searched, nloc),
-        KOKKOS_LAMBDA(int const i) {
-          int const t = types(i);
-          centre_type(i) = t < 0 ? 0 : (t >= ntypes_stat ? ntypes_stat - 1 : t);
-        });
+        KOKKOS_LAMBDA(int const i) { centre_type(i) = detail::statistics_row(types(i), ntypes_stat); });
   Kokkos::parallel_for(
       "dpk::descriptor::EnvMat", DynamicRangePolicy<ExecutionSpace>(space, 0, searched * nnei), KOKKOS_LAMBDA(int e) {
         int const i = e / nnei, s = e - i * nnei;
-        int t = types(i);
-        t = t < 0 ? 0 : (t >= ntypes_stat ? ntypes_stat - 1 : t);
+        int const t = detail::statistics_row(types(i), ntypes_stat);
         if (s == 0) centre_type(i) = t;
         // Raw pointers into dense LayoutRight rows: indexing through the captured Views
         // reloads their strides after every store.
