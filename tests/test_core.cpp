@@ -755,6 +755,40 @@ TEST_CASE("ensure_extent grows and never shrinks") {
   CHECK(v.data() == before);
 }
 
+TEST_CASE("ensure_extent_with_headroom and ensure_rows: exact at first, 1/8 more rows when they grow again") {
+  // MD steps whose sizes creep up (embedding rows, ghost atoms) must not reallocate every step.
+  dpk::View1<double, Kokkos::HostSpace> v("dpk::test::rows", 0);
+  dpk::ensure_extent_with_headroom(v, 1000);
+  CHECK(v.extent(0) == 1000);  // the first allocation is exact
+  dpk::ensure_extent_with_headroom(v, 1001);
+  CHECK(v.extent(0) == 1001 + 1001 / 8);
+  CHECK(v.label() == "dpk::test::rows");
+  double* const grown = v.data();
+  for (std::size_t n : {1050, 1125, 900}) {  // within the headroom, or smaller: no new allocation
+    dpk::ensure_extent_with_headroom(v, n);
+    CHECK(v.data() == grown);
+    CHECK(v.extent(0) == 1126);
+  }
+  dpk::View3<double, Kokkos::HostSpace> w("dpk::test::atoms", 0, 0, 0);
+  dpk::ensure_extent_with_headroom(w, 16, 5, 4);
+  CHECK((w.extent(0) == 16 && w.extent(1) == 5 && w.extent(2) == 4));
+  dpk::ensure_extent_with_headroom(w, 17, 5, 4);  // only the first extent gets headroom
+  CHECK((w.extent(0) == 19 && w.extent(1) == 5 && w.extent(2) == 4));
+  dpk::ensure_extent_with_headroom(w, 10, 6, 4);  // an inner extent grows: the rows stay
+  CHECK((w.extent(0) == 19 && w.extent(1) == 6 && w.extent(2) == 4));
+
+  dpk::View2<int, Kokkos::HostSpace> r("dpk::test::list", 0, 0);
+  dpk::ensure_rows(r, 2200, 138);
+  CHECK((r.extent(0) == 2200 && r.extent(1) == 138));
+  dpk::ensure_rows(r, 2254, 138);  // a domain with more ghosts after a neighbour-list build
+  CHECK((r.extent(0) == 2254 + 2254 / 8 && r.extent(1) == 138));
+  int* const list = r.data();
+  dpk::ensure_rows(r, 2293, 138);
+  CHECK(r.data() == list);
+  dpk::ensure_rows(r, 100, 46);  // another inner shape: exact again
+  CHECK((r.extent(0) == 100 && r.extent(1) == 46));
+}
+
 #if defined(__linux__)
 namespace {
 /// VmFlags of the mapping that holds `address` in /proc/self/smaps ("" when not found).

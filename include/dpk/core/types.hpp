@@ -7,6 +7,7 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -133,15 +134,33 @@ void ensure_extent(ViewType& view, Extents... extents) {
   if (grow) detail::reallocate(view, view.label(), extents...);
 }
 
+/// ensure_extent for per-call workspaces whose size creeps up from one call to the next (MD
+/// steps: the embedding rows of a liquid that settles, a domain's ghost count): when a View that
+/// already holds data has to grow, its first extent gets 1/8 more than asked, so that the next
+/// small growth allocates nothing. Each reallocation costs fresh pages that the kernel zeroes at
+/// the first touch: LAMMPS + dpk on 192 water molecules reallocated the embedding nets' buffers
+/// every few steps, 30 % of its step time (docs/performance.md, "Forty-second session"). The
+/// first allocation is exact. Only for Views whose extent(0) is a capacity, never a count.
+template <class ViewType, class... Inner>
+void ensure_extent_with_headroom(ViewType& view, std::size_t first, Inner... inner) {
+  std::size_t const want[] = {first, static_cast<std::size_t>(inner)...};
+  bool grow = false;
+  for (std::size_t r = 0; r < 1 + sizeof...(Inner); ++r) grow = grow || view.extent(r) < want[r];
+  if (!grow) return;
+  std::size_t const rows = view.size() == 0 ? first : std::max(first + first / 8, std::size_t(view.extent(0)));
+  detail::reallocate(view, view.label(), rows, inner...);
+}
+
 /// Makes every dimension but the first exactly `inner` (kernels assume those strides) and grows
-/// the first to at least `rows`.
+/// the first to at least `rows` (atoms or centres: with headroom when it grows again, see
+/// ensure_extent_with_headroom; a domain's ghost count creeps up between neighbour-list builds).
 template <class ViewType, class... Inner>
 void ensure_rows(ViewType& view, std::size_t rows, Inner... inner) {
   std::size_t const want[] = {static_cast<std::size_t>(inner)...};
   bool reshape = false;
   for (std::size_t r = 0; r < sizeof...(Inner); ++r) reshape = reshape || view.extent(r + 1) != want[r];
   if (reshape) detail::reallocate(view, view.label(), rows, inner...);
-  else ensure_extent(view, rows, inner...);
+  else ensure_extent_with_headroom(view, rows, inner...);
 }
 
 /// Makes `view` exactly of `extents`; no allocation when they already match.

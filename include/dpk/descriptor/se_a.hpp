@@ -252,10 +252,10 @@ void build_embedding_rows(ExecutionSpace const& space, View2<int, MemorySpace> c
   // The host schedule also maps every filled row back to its centre and slot (a run-time flag
   // in the kernel: nvcc's extended lambdas reject a compile-time constant used inside).
   if constexpr (host_schedule_v<ExecutionSpace>) {
-    ensure_extent(rows.row_atom, std::size_t(rows.total_rows));
-    ensure_extent(rows.row_slot, std::size_t(rows.total_rows));
-    if (paired) ensure_extent(rows.row_partner, std::size_t(rows.total_rows));
-    if (paired) ensure_extent(rows.row_shared, std::size_t(rows.total_rows));
+    ensure_extent_with_headroom(rows.row_atom, std::size_t(rows.total_rows));
+    ensure_extent_with_headroom(rows.row_slot, std::size_t(rows.total_rows));
+    if (paired) ensure_extent_with_headroom(rows.row_partner, std::size_t(rows.total_rows));
+    if (paired) ensure_extent_with_headroom(rows.row_shared, std::size_t(rows.total_rows));
   }
   auto row_atom = rows.row_atom;
   auto row_slot = rows.row_slot;

@@ -345,7 +345,7 @@ class DescriptorStage {
   auto t_partials(ExecutionSpace const& space, Layout const& layout) {
     std::size_t const per_type = std::size_t(layout.in.nloc) * 4 * m1_;
     std::size_t const n = per_type * std::size_t(layout.in.ntypes);
-    ensure_extent(t_partials_, n);
+    ensure_extent_with_headroom(t_partials_, n);
     Scalar* const p = t_partials_.data();
     int const ntypes = layout.in.ntypes;
     // A kernel, not deep_copy (no Kokkos Tools deep-copy event per step): rows of M1; one for
@@ -367,8 +367,8 @@ class DescriptorStage {
   void reserve_shared_rows(Layout const& layout) {
     if (!layout.in.rows.paired) return;
     std::size_t const n = std::size_t(layout.in.rows.shared_rows) * m1_;
-    ensure_extent(shared_g_, n);
-    ensure_extent(shared_dg_, n);
+    ensure_extent_with_headroom(shared_g_, n);
+    ensure_extent_with_headroom(shared_dg_, n);
   }
   /// The copies of G and dG/ds of the rows that a second slot reads (copy_shared_rows; empty
   /// unless the batch's rows are paired), written by forward() and read by the later passes.

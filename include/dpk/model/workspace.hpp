@@ -64,30 +64,30 @@ struct ModelWorkspace {
     std::size_t const nloc = std::size_t(layout.nloc());
     std::size_t const width = std::size_t(m1) * m2;
     if (embedding_rows) {
-      ensure_extent(s, rows);
-      ensure_extent(s_tangent, rows);
-      ensure_extent(de_ds, rows);
+      ensure_extent_with_headroom(s, rows);
+      ensure_extent_with_headroom(s_tangent, rows);
+      ensure_extent_with_headroom(de_ds, rows);
     }
     if (embedding_rows && embedding_seeds) {
-      ensure_extent(dl_dg, rows * m1);
-      ensure_extent(de_dg, rows * m1);
+      ensure_extent_with_headroom(dl_dg, rows * m1);
+      ensure_extent_with_headroom(de_dg, rows * m1);
     }
-    ensure_extent(t, nloc, 4, m1);
-    ensure_extent(t_tangent, nloc, 4, m1);
-    ensure_extent(a, nloc, 4, m1);
-    ensure_extent(dl_dt, nloc, 4, m1);
-    ensure_extent(d, nloc * width);
-    ensure_extent(d_tangent, nloc * width);
-    ensure_extent(dl_dd, nloc * width);
-    ensure_extent(de_dd, nloc * width);
+    ensure_extent_with_headroom(t, nloc, 4, m1);
+    ensure_extent_with_headroom(t_tangent, nloc, 4, m1);
+    ensure_extent_with_headroom(a, nloc, 4, m1);
+    ensure_extent_with_headroom(dl_dt, nloc, 4, m1);
+    ensure_extent_with_headroom(d, nloc * width);
+    ensure_extent_with_headroom(d_tangent, nloc * width);
+    ensure_extent_with_headroom(dl_dd, nloc * width);
+    ensure_extent_with_headroom(de_dd, nloc * width);
     ensure_extent(fitting_seed, nloc);
     ensure_extent(ones, nloc);
     if (ones.extent(0) != ones_filled_) {  // only after a reallocation: no fill per step
       Kokkos::deep_copy(space, ones, Scalar(1));
       ones_filled_ = ones.extent(0);
     }
-    ensure_extent(de_drn, nloc, nnei, 4);
-    ensure_extent(v, nloc, nnei, 4);
+    ensure_extent_with_headroom(de_drn, nloc, nnei, 4);
+    ensure_extent_with_headroom(v, nloc, nnei, 4);
   }
 
  private:

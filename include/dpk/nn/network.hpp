@@ -799,10 +799,11 @@ class NetworkFamily {
     grow(block_grads_, slabs * slab_size_, "block_gradients");
   }
 
-  /// ensure_extent (core/types.hpp) on a buffer named `label_::what` the first time it is sized.
+  /// ensure_extent_with_headroom (core/types.hpp: row counts creep up from one MD step to the
+  /// next) on a buffer named `label_::what` the first time it is sized.
   void grow(View1<Scalar, memory_space>& v, std::size_t n, char const* what) {
     if (v.label().empty() && v.extent(0) < n) v = View1<Scalar, memory_space>(label_ + "::" + what, 0);
-    ensure_extent(v, n);
+    ensure_extent_with_headroom(v, n);
   }
 
   std::vector<LayerShape> shapes_;
