@@ -390,12 +390,26 @@ GhostDomain expand_with_ghosts(std::vector<double> const& coord, std::vector<int
   return out;
 }
 
-/// compute_with_ghosts on the expanded domain, folded back to owners, equals the periodic path.
+/// The ghosts' images (compute_with_ghosts' ghost_image_of) of a domain.
+std::vector<int> ghost_images(GhostDomain const& domain) {
+  return std::vector<int>(domain.owner.begin() + domain.nlocal, domain.owner.end());
+}
+
+/// compute_with_ghosts on the expanded domain, folded back to owners, equals the periodic path;
+/// with the ghosts' images (`images`) pairs across the box's faces share their embedding rows
+/// too, so the domain has as many rows as the periodic frame (where the model pairs rows).
 void check_ghost_domain(dpk::Potential<double>& potential, std::vector<double> const& coord,
-                        std::vector<int> const& types, std::vector<double> const& box, int reach) {
+                        std::vector<int> const& types, std::vector<double> const& box, int reach,
+                        bool images = false) {
   auto const periodic = potential.compute(coord, types, box, true);
+  int const periodic_rows = potential.model().batch_layout().embedding_rows();
+  bool const paired = potential.model().batch_layout().in.rows.paired;
   auto const domain = expand_with_ghosts(coord, types, box, potential.rcut() + 0.5, reach);
-  auto const ghosts = potential.compute_with_ghosts(domain.coord, domain.types, domain.nlocal, true);
+  auto const ghosts = potential.compute_with_ghosts(domain.coord, domain.types, domain.nlocal, true,
+                                                    images ? ghost_images(domain) : std::vector<int>());
+  int const domain_rows = potential.model().batch_layout().embedding_rows();
+  if (images) CHECK(domain_rows == periodic_rows);
+  if (!images && paired) CHECK(domain_rows > periodic_rows);  // only pairs inside the box share rows
   int const n = domain.nlocal, nall = int(domain.types.size());
   REQUIRE(ghosts.natoms == nall);
   CHECK(std::abs(ghosts.energy[0] - periodic.energy[0]) <= 1e-10 * std::abs(periodic.energy[0]));
@@ -412,24 +426,27 @@ void check_ghost_domain(dpk::Potential<double>& potential, std::vector<double> c
   CHECK(max_abs_difference(local_energy, periodic.atom_energy) < 1e-10);
   CHECK(max_abs_difference(ghosts.virial, periodic.virial) < 1e-9);
   CHECK(max_abs_difference(atom_virial, periodic.atom_virial) < 1e-10);
-  MESSAGE(n, " local + ", nall - n, " ghost atoms: E ", ghosts.energy[0], " (periodic ", periodic.energy[0],
-          "), max |dF| ", max_abs_difference(force, periodic.force));
+  MESSAGE(n, " local + ", nall - n, " ghost atoms", std::string(images ? " with images" : ""), ": E ", ghosts.energy[0],
+          " (periodic ", periodic.energy[0], "), max |dF| ", max_abs_difference(force, periodic.force),
+          "; embedding rows ", domain_rows, " (periodic ", periodic_rows, ")");
 }
 
 /// The ghosts' rows of the workspaces are skipped (no neighbours, no environment rows, no
 /// cotangents): what an earlier call left there must not matter. A first call that makes every
 /// atom of the domain a centre fills every row (as after an MPI migration that shrank nlocal);
 /// the call with the true nlocal must then equal the same call on a fresh Potential, bit for bit.
+/// With `images` the calls with the true nlocal name the ghosts' images.
 void check_stale_ghost_rows(std::string const& model_path, std::vector<double> const& coord,
-                            std::vector<int> const& types, std::vector<double> const& box) {
+                            std::vector<int> const& types, std::vector<double> const& box, bool images = false) {
   dpk::Potential<double> fresh(model_path), reused(model_path);
   auto const domain = expand_with_ghosts(coord, types, box, fresh.rcut() + 0.5, 1);
   int const nall = int(domain.types.size());
   REQUIRE(domain.nlocal < nall);
-  auto const expected = fresh.compute_with_ghosts(domain.coord, domain.types, domain.nlocal, true);
+  std::vector<int> const image_of = images ? ghost_images(domain) : std::vector<int>();
+  auto const expected = fresh.compute_with_ghosts(domain.coord, domain.types, domain.nlocal, true, image_of);
   auto const all_centres = reused.compute_with_ghosts(domain.coord, domain.types, nall, true);
   CHECK(all_centres.energy[0] != expected.energy[0]);  // the ghosts' rows were really filled
-  auto const again = reused.compute_with_ghosts(domain.coord, domain.types, domain.nlocal, true);
+  auto const again = reused.compute_with_ghosts(domain.coord, domain.types, domain.nlocal, true, image_of);
   CHECK(again.energy == expected.energy);
   CHECK(again.atom_energy == expected.atom_energy);
   CHECK(again.force == expected.force);
@@ -441,7 +458,12 @@ void check_stale_ghost_rows(std::string const& model_path, std::vector<double> c
 
 TEST_CASE("Potential: compute_with_ghosts after a call with more centres equals a fresh Potential") {
   FixtureModelFile file;
-  check_stale_ghost_rows(file.path, frame_array(0, "coord"), water_types(), frame_array(0, "box"));
+  SUBCASE("ghosts without images") {
+    check_stale_ghost_rows(file.path, frame_array(0, "coord"), water_types(), frame_array(0, "box"));
+  }
+  SUBCASE("ghosts with their images (paired rows across the box's faces)") {
+    check_stale_ghost_rows(file.path, frame_array(0, "coord"), water_types(), frame_array(0, "box"), true);
+  }
 }
 
 TEST_CASE("Potential: compute_with_ghosts on explicit ghost images equals the periodic box") {
@@ -449,7 +471,10 @@ TEST_CASE("Potential: compute_with_ghosts on explicit ghost images equals the pe
   dpk::Potential<double> potential(file.path);
   auto const coord = frame_array(0, "coord");
   auto const box = frame_array(0, "box");
-  SUBCASE("water box (12.4 A, rcut 6)") { check_ghost_domain(potential, coord, water_types(), box, 1); }
+  SUBCASE("water box (12.4 A, rcut 6)") {
+    check_ghost_domain(potential, coord, water_types(), box, 1);
+    check_ghost_domain(potential, coord, water_types(), box, 1, true);
+  }
   // The atoms of the water box inside a 7 A cell (smaller than 2 rcut), orthogonal and tilted:
   // ghosts reach two cells out.
   std::vector<double> small_coord;
@@ -468,16 +493,29 @@ TEST_CASE("Potential: compute_with_ghosts on explicit ghost images equals the pe
   }
   REQUIRE(small_types.size() > 10);
   SUBCASE("7 A orthogonal cell") {
-    check_ghost_domain(potential, small_coord, small_types, {7, 0, 0, 0, 7, 0, 0, 0, 7}, 2);
+    for (bool images : {false, true})
+      check_ghost_domain(potential, small_coord, small_types, {7, 0, 0, 0, 7, 0, 0, 0, 7}, 2, images);
   }
   SUBCASE("7 A triclinic cell") {
-    check_ghost_domain(potential, small_coord, small_types, {7, 0, 0, 1.5, 7, 0, -1.0, 2.0, 7}, 2);
+    for (bool images : {false, true})
+      check_ghost_domain(potential, small_coord, small_types, {7, 0, 0, 1.5, 7, 0, -1.0, 2.0, 7}, 2, images);
   }
   SUBCASE("errors") {
     CHECK_THROWS_WITH_AS(potential.compute_with_ghosts(coord, water_types(), 193),
                          doctest::Contains("nlocal = 193 must be in [0, 192]"), dpk::Error);
     CHECK_THROWS_WITH_AS(potential.compute_with_ghosts({1.0, 2.0}, water_types(), 10),
                          doctest::Contains("'coord' has 2 values"), dpk::Error);
+    // 190 local atoms (64 O, 126 H), the last two H as ghosts.
+    CHECK_THROWS_WITH_AS(potential.compute_with_ghosts(coord, water_types(), 190, false, {0}),
+                         doctest::Contains("'ghost_image_of' has 1 entries, expected one per ghost atom (2"),
+                         dpk::Error);
+    CHECK_THROWS_WITH_AS(potential.compute_with_ghosts(coord, water_types(), 190, false, {-1, 190}),
+                         doctest::Contains("ghost_image_of[1] = 190 (ghost atom 191) must be a local atom in [0, 190)"),
+                         dpk::Error);
+    CHECK_THROWS_WITH_AS(potential.compute_with_ghosts(coord, water_types(), 190, false, {0, -1}),
+                         doctest::Contains("ghost atom 190 has type 1 but ghost_image_of[0] = 0 has type 0"),
+                         dpk::Error);
+    CHECK_NOTHROW(potential.compute_with_ghosts(coord, water_types(), 190, false, {-1, 189}));
   }
 }
 

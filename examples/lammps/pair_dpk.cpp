@@ -180,8 +180,20 @@ void PairDPK::compute(int eflag, int vflag) {
     for (int d = 0; d < 3; ++d) coord_[3 * std::size_t(i) + std::size_t(d)] = x[i][d];
     types_[std::size_t(i)] = model_type_[std::size_t(type[i])];
   }
+  // Each ghost's local atom (periodic images on this rank), so that pairs of local atoms across
+  // the box's faces share embedding rows; needs the atom map (atom_modify map, or a molecular
+  // system), else no images. map() returns the local copy where this rank owns the atom.
+  ghost_image_.clear();
+  if (atom->map_style != 0 && atom->tag_enable != 0) {
+    ghost_image_.resize(std::size_t(nall - nlocal));
+    for (int g = nlocal; g < nall; ++g) {
+      int const m = atom->map(atom->tag[g]);
+      bool const local = m >= 0 && m < nlocal && types_[std::size_t(m)] == types_[std::size_t(g)];
+      ghost_image_[std::size_t(g - nlocal)] = local ? m : -1;
+    }
+  }
   try {
-    potential_->compute_with_ghosts(result_, coord_, types_, nlocal, vflag_atom != 0);
+    potential_->compute_with_ghosts(result_, coord_, types_, nlocal, vflag_atom != 0, ghost_image_);
   } catch (std::exception const& e) {
     error->one(FLERR, std::string("pair_style dpk: ") + e.what());
   }

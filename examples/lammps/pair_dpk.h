@@ -50,6 +50,7 @@ class PairDPK : public Pair {
   std::vector<int> model_type_;  ///< model type index of LAMMPS type t (index t, 1-based)
   std::vector<double> coord_;    ///< (nlocal + nghost, 3) positions handed to dpk
   std::vector<int> types_;       ///< (nlocal + nghost) model type indices
+  std::vector<int> ghost_image_;  ///< (nghost) the local atom each ghost images, or -1 (empty: no atom map)
   dpk::PotentialResult result_;  ///< reused between steps
   bool warned_dropped_ = false;  ///< warned once that neighbours beyond sel were dropped
 };

@@ -20,6 +20,10 @@ struct Frames {
   View2<Scalar, MemorySpace> coord{"dpk::Frames::coord", 0, 3};  ///< (nframes*natoms, 3), A
   View2<Scalar, MemorySpace> box{"dpk::Frames::box", 0, 9};      ///< (nframes, 9), rows = cell vectors
   View1<int, MemorySpace> types{"dpk::Frames::types", 0};        ///< (nframes*natoms), 0-based
+  /// Optional, one frame with centres only: the centre that each atom images (a centre itself,
+  /// a ghost the local atom it is a periodic image of), or -1 (an atom of another domain). Lets
+  /// a pair of centres share one embedding row across a periodic boundary; empty: atom a is a.
+  View1<int, MemorySpace> image_of{"dpk::Frames::image_of", 0};
   /// Atoms in the batch.
   int nloc() const { return nframes * natoms; }
 };

@@ -83,18 +83,26 @@ struct EmbeddingRows {
 };
 
 /// Pairs the filled slots of same-type neighbours for shared embedding rows (host schedule):
-/// slot (i, a) with neighbour j pairs with the slot (j, b) whose neighbour is i at the opposite
-/// displacement (rij(j, b) = -rij(i, a) to rounding: another periodic image of the pair is a
-/// box vector away), when each finds the other; j's slot can be missing (dropped beyond sel,
-/// an MD ghost with no list), and then (i, a) keeps a row of its own. Fills rows.slot_pair and
-/// rows.owned and sets rows.paired; build_embedding_rows then lays out the rows.
+/// slot (i, a) with neighbour j pairs with the slot (c, b) of the centre c that j is (or
+/// images) whose neighbour is i (or an image of i) at the opposite displacement (rij(c, b) =
+/// -rij(i, a) to rounding: another periodic image of the pair is a box vector away), when each
+/// finds the other; c's slot can be missing (dropped beyond sel, an MD ghost whose centre is on
+/// another rank), and then (i, a) keeps a row of its own. Only rows [0, centre_rows) can have
+/// neighbours (later rows: an MD domain's ghosts); `image_of` (empty: every atom is itself) names
+/// the centre each atom images, or -1 (MD ghosts: compute_with_ghosts' images). Fills
+/// rows.slot_pair and rows.owned and sets rows.paired; build_embedding_rows then lays out rows.
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 void find_row_pairs(ExecutionSpace const& space, View2<int, MemorySpace> const& index,
                     View3<Scalar, MemorySpace> const& rij, View2<int, MemorySpace> const& count,
                     View1<int, MemorySpace> const& types, std::vector<int> const& sel_offset, int nloc,
-                    EmbeddingRows<MemorySpace>& rows) {
+                    int centre_rows, View1<int, MemorySpace> const& image_of, EmbeddingRows<MemorySpace>& rows) {
   static_assert(host_schedule_v<ExecutionSpace>, "find_row_pairs: host schedule only");
+  require(image_of.extent(0) == 0 || image_of.extent(0) >= std::size_t(nloc),
+          "find_row_pairs: image_of has " + std::to_string(image_of.extent(0)) + " entries, expected " +
+              std::to_string(nloc) + " (or none)");
   int const ntypes = static_cast<int>(sel_offset.size()) - 1, nnei = sel_offset.back();
+  int const centres = centre_rows < 0 || centre_rows > nloc ? nloc : centre_rows;
+  bool const images = image_of.extent(0) > 0;
   ensure_extent(rows.pair_match, nloc, nnei);
   ensure_extent(rows.slot_pair, nloc, nnei);
   ensure_extent(rows.owned, nloc, ntypes);
@@ -102,31 +110,38 @@ void find_row_pairs(ExecutionSpace const& space, View2<int, MemorySpace> const& 
   auto pair = rows.slot_pair;
   auto owned = rows.owned;
   std::vector<int> const sel(sel_offset);
+  // The centre that atom j is or images (-1: none here).
+  auto centre_of = [=](int const j) {
+    int const c = images ? image_of(j) : j;
+    return c >= 0 && c < centres ? c : -1;
+  };
   // Pass 1: each same-type slot's match (partner centre * nnei + slot, or -1). The centre with
   // the smaller index searches (for its own images, the smaller slot) and writes both slots: slot
-  // (j, b) is only ever written by the thread of its neighbour i = index(j, b).
+  // (c, b) is only ever written by the thread of centre_of(index(c, b)). Rows past `centres`
+  // (ghosts) have no slots: none of these passes reads or writes them, but `owned`, which
+  // build_embedding_rows reads for every row, is zero there.
   Kokkos::parallel_for(
-      "dpk::descriptor::EmbeddingRows::clear_matches", Kokkos::RangePolicy<ExecutionSpace>(space, 0, nloc),
+      "dpk::descriptor::EmbeddingRows::clear_matches", Kokkos::RangePolicy<ExecutionSpace>(space, 0, centres),
       [=](int const i) {
         for (int a = 0; a < nnei; ++a) match(i, a) = -1;
       });
   space.fence();
   Kokkos::parallel_for(
-      "dpk::descriptor::EmbeddingRows::match_pairs", DynamicRangePolicy<ExecutionSpace>(space, 0, nloc),
+      "dpk::descriptor::EmbeddingRows::match_pairs", DynamicRangePolicy<ExecutionSpace>(space, 0, centres),
       [=, &sel](int const i) {
         int const t = types(i);
         if (t < 0 || t >= ntypes) return;
         for (int a = sel[t]; a < sel[t] + count(i, t); ++a) {
-          int const j = index(i, a);
-          if (j < i || j >= nloc) continue;
+          int const c = centre_of(index(i, a));
+          if (c < i) continue;  // -1 (no centre here) too
           Scalar const x = rij(i, a, 0), y = rij(i, a, 1), z = rij(i, a, 2);
           Scalar const tolerance = Scalar(1e-6) * (x * x + y * y + z * z);
-          for (int b = j == i ? a + 1 : sel[t]; b < sel[t] + count(j, t); ++b) {
-            if (index(j, b) != i) continue;
-            Scalar const dx = rij(j, b, 0) + x, dy = rij(j, b, 1) + y, dz = rij(j, b, 2) + z;
+          for (int b = c == i ? a + 1 : sel[t]; b < sel[t] + count(c, t); ++b) {
+            if (centre_of(index(c, b)) != i) continue;
+            Scalar const dx = rij(c, b, 0) + x, dy = rij(c, b, 1) + y, dz = rij(c, b, 2) + z;
             if (dx * dx + dy * dy + dz * dz > tolerance) continue;
-            match(i, a) = j * nnei + b;
-            match(j, b) = i * nnei + a;
+            match(i, a) = c * nnei + b;
+            match(c, b) = i * nnei + a;
             break;
           }
         }
@@ -136,6 +151,10 @@ void find_row_pairs(ExecutionSpace const& space, View2<int, MemorySpace> const& 
   Kokkos::parallel_for(
       "dpk::descriptor::EmbeddingRows::pair_slots", DynamicRangePolicy<ExecutionSpace>(space, 0, nloc),
       [=, &sel](int const i) {
+        if (i >= centres) {
+          for (int t = 0; t < ntypes; ++t) owned(i, t) = 0;
+          return;
+        }
         for (int a = 0; a < nnei; ++a) {
           int const me = i * nnei + a, m = match(i, a);
           bool const mutual = m >= 0 && match(m / nnei, m % nnei) == me;
@@ -162,7 +181,7 @@ void find_row_pairs(ExecutionSpace const& space, View2<int, MemorySpace> const& 
   shared_begin(nloc) = total;
   rows.shared_rows = total;
   Kokkos::parallel_for(
-      "dpk::descriptor::EmbeddingRows::shared_positions", DynamicRangePolicy<ExecutionSpace>(space, 0, nloc),
+      "dpk::descriptor::EmbeddingRows::shared_positions", DynamicRangePolicy<ExecutionSpace>(space, 0, centres),
       [=](int const i) {
         int k = shared_begin(i);
         for (int a = 0; a < nnei; ++a) {
@@ -450,7 +469,8 @@ KOKKOS_INLINE_FUNCTION void descriptor_block(Rows const& rows, Scalar const* tr,
 /// array here is stored transposed, (nloc, 4, M1), so that loops over features are contiguous) and
 /// D_i = T_i T_i<^T (M1 x M2) written to row position(i) of `d` (nloc, M1*M2).
 /// With a tangent (gt, v non-empty): T'_i = (1/nnei) sum_j (G'_j Rn_j^T + G_j v_j^T) and
-/// D' = T' T<^T + T T'<^T instead (T must hold the values already).
+/// D' = T' T<^T + T T'<^T instead (T must hold the values already). Rows past
+/// in.rows_with_neighbours() (ghosts: not centres, their T is never read) are left.
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 void contract_descriptor(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
                          MatrixView<Scalar, MemorySpace> g, View3<Scalar, MemorySpace> const& t_out,
@@ -475,7 +495,7 @@ void contract_descriptor(ExecutionSpace const& space, SeAInputs<Scalar, MemorySp
   int const lanes = vector_lanes<ExecutionSpace>();
   Kokkos::parallel_for(
       tangent ? "dpk::descriptor::SeA::Descriptor_tangent" : "dpk::descriptor::SeA::Descriptor",
-      Kokkos::TeamPolicy<ExecutionSpace>(space, in.nloc, 1, lanes), KOKKOS_LAMBDA(Team const& team) {
+      Kokkos::TeamPolicy<ExecutionSpace>(space, in.rows_with_neighbours(), 1, lanes), KOKKOS_LAMBDA(Team const& team) {
         int const i = team.league_rank();
         int const ti = types(i);
         // T_i accumulated slot by slot; each feature m stays with one thread/lane across slots,
@@ -778,7 +798,8 @@ void descriptor_cotangent_centre(Scalar const* t, Scalar const* gd, int m1, int 
 }
 
 /// Cotangent of T from a cotangent of D (M1 x M2, row position(i) of `gd`):
-/// out = gD T< + pad(gD^T T), written (accumulate = false) or added (true) into `out` (nloc, 4, M1).
+/// out = gD T< + pad(gD^T T), written (accumulate = false) or added (true) into `out` (nloc, 4, M1)
+/// on the rows that may have neighbours (rows past in.rows_with_neighbours(), ghosts, are left).
 /// Host threads take whole centres (descriptor_cotangent_centre); the device schedule one
 /// (centre, m) pair per thread.
 template <class ExecutionSpace, class Scalar, class MemorySpace>
@@ -790,9 +811,9 @@ void descriptor_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemoryS
   int const m1 = in.m1, m2 = in.m2;
   int const centre_rows = in.centre_rows < 0 ? in.nloc : in.centre_rows;
   char const* const label = "dpk::descriptor::SeA::Descriptor_cotangent";
+  int const rows = in.rows_with_neighbours();  // later rows (ghosts) are neither read nor written
   if constexpr (host_schedule_v<ExecutionSpace>) {
-    int const nloc = in.nloc;
-    Kokkos::parallel_for(label, DynamicRangePolicy<ExecutionSpace>(space, 0, in.nloc), [=](int const i) {
+    Kokkos::parallel_for(label, DynamicRangePolicy<ExecutionSpace>(space, 0, rows), [=](int const i) {
       int const p = position(i);
       Scalar* const out_i = &out(i, 0, 0);
       if (p >= centre_rows) {  // not a centre: gD = 0, so a zero cotangent
@@ -800,14 +821,14 @@ void descriptor_cotangent(ExecutionSpace const& space, SeAInputs<Scalar, MemoryS
           for (int k = 0; k < 4 * m1; ++k) out_i[k] = Scalar(0);
         return;
       }
-      int const next = i + 1 < nloc ? position(i + 1) : centre_rows;  // its gD is fetched meanwhile
+      int const next = i + 1 < rows ? position(i + 1) : centre_rows;  // its gD is fetched meanwhile
       descriptor_cotangent_centre(&t(i, 0, 0), &gd(p, 0), m1, m2, accumulate, out_i,
                                   next < centre_rows ? &gd(next, 0) : nullptr);
     });
     return;
   }
   Kokkos::parallel_for(
-      label, DynamicMDRangePolicy2<ExecutionSpace>(space, {0, 0}, {in.nloc, m1}),
+      label, DynamicMDRangePolicy2<ExecutionSpace>(space, {0, 0}, {rows, m1}),
       KOKKOS_LAMBDA(int const i, int const m) {
         int const p = position(i);
         Scalar const* const tr = &t(i, 0, 0);  // (4, m1) block of centre i
@@ -848,7 +869,8 @@ void embedding_cotangent_constants(ExecutionSpace const& space, SeAInputs<Scalar
   auto sel_offset = in.rows.sel_offset;
   auto const_base = in.rows.const_base;
   auto empty_row = in.empty_row;
-  int const ntypes = in.ntypes, m1 = in.m1, nloc = in.nloc, nnets = in.rows.nnets;
+  // Rows past rows_with_neighbours() (ghosts) are not centres: their gT is zero and not written.
+  int const ntypes = in.ntypes, m1 = in.m1, nloc = in.rows_with_neighbours(), nnets = in.rows.nnets;
   bool const tos = in.type_one_side;
   Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
   int const lanes = vector_lanes<ExecutionSpace>();

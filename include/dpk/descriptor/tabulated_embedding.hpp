@@ -455,13 +455,14 @@ struct TabulatedDescriptorKernel : TableCentreSchedule<TabulatedDescriptorKernel
 /// T_i = (1/nnei) sum_j G_k(s_j) (x) Rn_j straight from the tables (filled slots one by one,
 /// the empty slots of a block as one term weighted by their number) and D_i = T_i T_i<^T into
 /// row position(i) of `d`, as contract_descriptor does for the materialised G. Of `in.rows` only
-/// sel_offset is read (no embedding rows are evaluated). t_out: (nloc, 4, M1).
+/// sel_offset is read (no embedding rows are evaluated). t_out: (nloc, 4, M1); rows past
+/// in.rows_with_neighbours() (ghosts: not centres) are left.
 template <class ExecutionSpace, class Scalar, class MemorySpace>
 void tabulated_descriptor(ExecutionSpace const& space, SeAInputs<Scalar, MemorySpace> const& in,
                           EmbeddingTable<Scalar, MemorySpace> const& table, View3<Scalar, MemorySpace> const& t_out,
                           MatrixView<Scalar, MemorySpace> d, TableSchedule schedule = TableSchedule::automatic) {
   TabulatedDescriptorKernel<Scalar, MemorySpace> kernel{{}, TabulatedOperands<Scalar, MemorySpace>(in, table), t_out, d};
-  detail::run_table_centres(space, schedule, in.nloc, "dpk::descriptor::TabulatedDescriptor_host",
+  detail::run_table_centres(space, schedule, in.rows_with_neighbours(), "dpk::descriptor::TabulatedDescriptor_host",
                             "dpk::descriptor::TabulatedDescriptor_device", kernel);
 }
 
@@ -532,7 +533,8 @@ void tabulated_descriptor_tangent(ExecutionSpace const& space, SeAInputs<Scalar,
                                   TableSchedule schedule = TableSchedule::automatic) {
   TabulatedTangentKernel<Scalar, MemorySpace> kernel{{}, TabulatedOperands<Scalar, MemorySpace>(in, table), v, t_value,
                                                      t_out, d};
-  detail::run_table_centres(space, schedule, in.nloc, "dpk::descriptor::TabulatedDescriptor_tangent_host",
+  detail::run_table_centres(space, schedule, in.rows_with_neighbours(),
+                            "dpk::descriptor::TabulatedDescriptor_tangent_host",
                             "dpk::descriptor::TabulatedDescriptor_tangent_device", kernel);
 }
 

@@ -55,16 +55,18 @@ struct BatchLayout {
 
   /// Fills the layout for `nframes` frames of `natoms` atoms from the neighbour counts and the
   /// environment rows of the batch; only atoms [0, centres) of each frame (all when centres < 0)
-  /// are fitting centres; embedding_parts have at least `min_part_rows` rows where the rows
-  /// allow. With the neighbour list's `pair_index` and `pair_rij` (host schedule) same-type pairs
-  /// share their embedding row (find_row_pairs). Throws dpk::Error for an atom type outside the
-  /// model's types.
+  /// are fitting centres, and only rows [0, neighbour_rows) (all when < 0; the neighbour list's
+  /// rows_searched()) can have neighbours; embedding_parts have at least `min_part_rows` rows
+  /// where the rows allow. With the neighbour list's `pair_index` and `pair_rij` (host schedule)
+  /// same-type pairs share their embedding row (find_row_pairs; `image_of`: Frames::image_of).
+  /// Throws dpk::Error for an atom type outside the model's types.
   template <class ExecutionSpace>
   void build(ExecutionSpace const& space, View2<int, MemorySpace> const& count, View3<Scalar, MemorySpace> const& env,
              View3<Scalar, MemorySpace> const& empty_row, View1<int, MemorySpace> const& types,
              std::vector<int> const& sel_offset, int m1, int m2, bool type_one_side, int nframes_, int natoms_,
-             int centres = -1, int min_part_rows = 512, View2<int, MemorySpace> const& pair_index = {},
-             View3<Scalar, MemorySpace> const& pair_rij = {}) {
+             int centres = -1, int neighbour_rows = -1, int min_part_rows = 512,
+             View2<int, MemorySpace> const& pair_index = {}, View3<Scalar, MemorySpace> const& pair_rij = {},
+             View1<int, MemorySpace> const& image_of = {}) {
     int const ntypes = int(sel_offset.size()) - 1;
     int const nloc = nframes_ * natoms_;
     int const per_frame = centres < 0 || centres > natoms_ ? natoms_ : centres;
@@ -80,11 +82,13 @@ struct BatchLayout {
     in.count = count;
     in.env = env;
     in.empty_row = empty_row;
+    in.neighbour_rows = neighbour_rows;  // the ghosts' rows get no per-slot work
     in.rows.paired = false;
     in.rows.shared_rows = 0;
     if constexpr (host_schedule_v<ExecutionSpace>) {
       if (pair_index.extent(0) > 0 && pair_rij.extent(0) > 0)
-        find_row_pairs(space, pair_index, pair_rij, count, types, sel_offset, nloc, in.rows);
+        find_row_pairs(space, pair_index, pair_rij, count, types, sel_offset, nloc, in.rows_with_neighbours(),
+                       image_of, in.rows);
     }
     build_embedding_rows(space, count, types, sel_offset, nloc, type_one_side, in.rows);
     embedding_blocks.resize(in.rows.nnets);

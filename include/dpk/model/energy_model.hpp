@@ -219,7 +219,7 @@ class EnergyModel {
       descriptor_stage_.environment(space, work_.nlist, frames.types, work_.env);
     }
     ScopedRegion<ExecutionSpace> region("dpk::batch_setup", space);
-    set_batch(space, frames.types, frames.nframes, frames.natoms, frames.centres);
+    set_batch(space, frames.types, frames.nframes, frames.natoms, frames.centres, frames.image_of);
   }
 
   /// prepare() for a batch that `key` names (e.g. a training frame: system and frame index), with
@@ -381,14 +381,14 @@ class EnergyModel {
   /// Row layout of the batch and workspace sizes. Only atoms [0, centres) of each frame (all when
   /// centres < 0) go through the fitting nets (BatchLayout).
   void set_batch(ExecutionSpace const& space, View1<int, memory_space> const& types, int nframes, int natoms,
-                 int centres = -1) {
+                 int centres = -1, View1<int, memory_space> const& image_of = {}) {
     auto& w = work_;
     w.layout.build(space, w.nlist.count, w.env.rows, descriptor_stage_.empty_row(), types,
                    descriptor_stage_.sel_offset(), m1(), m2(), descriptor_.type_one_side, nframes, natoms, centres,
+                   w.nlist.rows_searched(),
                    4 * descriptor_stage_.embedding_chunk_rows(),  // parts of at least 4 chunks
                    descriptor_stage_.pair_rows() ? w.nlist.index : View2<int, memory_space>(),
-                   descriptor_stage_.pair_rows() ? w.nlist.rij : View3<Scalar, memory_space>());
-    w.layout.in.neighbour_rows = w.nlist.rows_searched();  // the ghosts' rows get no per-slot cotangent
+                   descriptor_stage_.pair_rows() ? w.nlist.rij : View3<Scalar, memory_space>(), image_of);
     reserve_stages(space);
   }
 
