@@ -206,8 +206,8 @@ class Potential {
   /// `ghost_image_of` (optional; nall - nlocal entries, LAMMPS: atom->map of the ghost's tag):
   /// for each ghost the local atom it is a periodic image of, or -1 (another domain's atom).
   /// With it two local atoms that are neighbours across a periodic boundary share one
-  /// embedding-net row, as in compute(): the same results to rounding, about a fifth less work
-  /// on water. An image must have its local atom's type.
+  /// embedding-net row, as in compute(): the same results to rounding, 15 % fewer embedding
+  /// rows on 192 waters. An image must have its local atom's type.
   /// Throws dpk::Error on inconsistent sizes, bad types or bad images.
   void compute_with_ghosts(PotentialResult& out, std::vector<double> const& coord, std::vector<int> const& types,
                            int nlocal, bool atom_virial = false, std::vector<int> const& ghost_image_of = {}) {

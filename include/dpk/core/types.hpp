@@ -139,7 +139,7 @@ void ensure_extent(ViewType& view, Extents... extents) {
 /// already holds data has to grow, its first extent gets 1/8 more than asked, so that the next
 /// small growth allocates nothing. Each reallocation costs fresh pages that the kernel zeroes at
 /// the first touch: LAMMPS + dpk on 192 water molecules reallocated the embedding nets' buffers
-/// every few steps, 30 % of its step time (docs/performance.md, "Forty-second session"). The
+/// every few steps, 30 % of its profile (docs/md.md, "Performance: LAMMPS + pair_style dpk"). The
 /// first allocation is exact. Only for Views whose extent(0) is a capacity, never a count.
 template <class ViewType, class... Inner>
 void ensure_extent_with_headroom(ViewType& view, std::size_t first, Inner... inner) {
