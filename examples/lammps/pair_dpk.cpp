@@ -182,14 +182,14 @@ void PairDPK::compute(int eflag, int vflag) {
   }
   // Each ghost's local atom (periodic images on this rank), so that pairs of local atoms across
   // the box's faces share embedding rows; needs the atom map (atom_modify map, or a molecular
-  // system), else no images. map() returns the local copy where this rank owns the atom.
+  // system), else no images. map() returns the local copy where this rank owns the atom
+  // (compute_with_ghosts checks that an image has its atom's type).
   ghost_image_.clear();
   if (atom->map_style != 0 && atom->tag_enable != 0) {
     ghost_image_.resize(std::size_t(nall - nlocal));
     for (int g = nlocal; g < nall; ++g) {
       int const m = atom->map(atom->tag[g]);
-      bool const local = m >= 0 && m < nlocal && types_[std::size_t(m)] == types_[std::size_t(g)];
-      ghost_image_[std::size_t(g - nlocal)] = local ? m : -1;
+      ghost_image_[std::size_t(g - nlocal)] = m >= 0 && m < nlocal ? m : -1;
     }
   }
   try {

@@ -87,7 +87,7 @@ struct EmbeddingRows {
 /// images) whose neighbour is i (or an image of i) at the opposite displacement (rij(c, b) =
 /// -rij(i, a) to rounding: another periodic image of the pair is a box vector away), when each
 /// finds the other; c's slot can be missing (dropped beyond sel, an MD ghost whose centre is on
-/// another rank), and then (i, a) keeps a row of its own. Only rows [0, centre_rows) can have
+/// another rank), and then (i, a) keeps a row of its own. Only rows [0, neighbour_rows) can have
 /// neighbours (later rows: an MD domain's ghosts); `image_of` (empty: every atom is itself) names
 /// the centre each atom images, or -1 (MD ghosts: compute_with_ghosts' images). Fills
 /// rows.slot_pair and rows.owned and sets rows.paired; build_embedding_rows then lays out rows.
@@ -95,13 +95,16 @@ template <class ExecutionSpace, class Scalar, class MemorySpace>
 void find_row_pairs(ExecutionSpace const& space, View2<int, MemorySpace> const& index,
                     View3<Scalar, MemorySpace> const& rij, View2<int, MemorySpace> const& count,
                     View1<int, MemorySpace> const& types, std::vector<int> const& sel_offset, int nloc,
-                    int centre_rows, View1<int, MemorySpace> const& image_of, EmbeddingRows<MemorySpace>& rows) {
+                    int neighbour_rows, View1<int, MemorySpace> const& image_of, EmbeddingRows<MemorySpace>& rows) {
   static_assert(host_schedule_v<ExecutionSpace>, "find_row_pairs: host schedule only");
   require(image_of.extent(0) == 0 || image_of.extent(0) >= std::size_t(nloc),
           "find_row_pairs: image_of has " + std::to_string(image_of.extent(0)) + " entries, expected " +
               std::to_string(nloc) + " (or none)");
   int const ntypes = static_cast<int>(sel_offset.size()) - 1, nnei = sel_offset.back();
-  int const centres = centre_rows < 0 || centre_rows > nloc ? nloc : centre_rows;
+  require(neighbour_rows >= 0 && neighbour_rows <= nloc, "find_row_pairs: neighbour_rows = " +
+                                                            std::to_string(neighbour_rows) + " must be in [0, " +
+                                                            std::to_string(nloc) + "]");
+  int const centres = neighbour_rows;  // the atoms with a neighbour list
   bool const images = image_of.extent(0) > 0;
   ensure_extent(rows.pair_match, nloc, nnei);
   ensure_extent(rows.slot_pair, nloc, nnei);
@@ -870,7 +873,7 @@ void embedding_cotangent_constants(ExecutionSpace const& space, SeAInputs<Scalar
   auto const_base = in.rows.const_base;
   auto empty_row = in.empty_row;
   // Rows past rows_with_neighbours() (ghosts) are not centres: their gT is zero and not written.
-  int const ntypes = in.ntypes, m1 = in.m1, nloc = in.rows_with_neighbours(), nnets = in.rows.nnets;
+  int const ntypes = in.ntypes, m1 = in.m1, rows = in.rows_with_neighbours(), nnets = in.rows.nnets;
   bool const tos = in.type_one_side;
   Scalar const inv_nnei = Scalar(1) / Scalar(in.nnei);
   int const lanes = vector_lanes<ExecutionSpace>();
@@ -885,7 +888,7 @@ void embedding_cotangent_constants(ExecutionSpace const& space, SeAInputs<Scalar
         int const block = sel_offset(tj + 1) - sel_offset(tj);
         Scalar const e0 = empty_row(ti, tj, 0) * inv_nnei, e1 = empty_row(ti, tj, 1) * inv_nnei,
                      e2 = empty_row(ti, tj, 2) * inv_nnei, e3 = empty_row(ti, tj, 3) * inv_nnei;
-        for (int i = 0; i < nloc; ++i) {
+        for (int i = 0; i < rows; ++i) {
           int const empty = block - count(i, tj);
           if (types(i) != ti || empty == 0) continue;
           Scalar const w = Scalar(empty);
