@@ -13,12 +13,37 @@
 #include <dpk/potential.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
+
+/// Every allocation through operator new in this test program (any thread), for the test that a
+/// steady-state MD call allocates no more with more atoms. The array and aligned forms are left to
+/// the library (its new[] calls this operator new; its aligned forms pair among themselves).
+std::atomic<long> dpk_test_allocations{0};
+
+void* operator new(std::size_t bytes) {
+  dpk_test_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(bytes > 0 ? bytes : 1)) return p;
+  throw std::bad_alloc();
+}
+// GCC sees free() of what it takes for operator new's memory (this operator new is malloc's).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 namespace {
 
@@ -538,4 +563,63 @@ TEST_CASE("Potential: a compressed model on explicit ghost images equals it on t
   }
   check_stale_ghost_rows(path, frame_array(0, "coord"), water_types(), frame_array(0, "box"));
   std::filesystem::remove(path);
+}
+
+TEST_CASE("Potential: a steady-state compute_with_ghosts allocates no more with more ghosts") {
+  // LAMMPS calls compute_with_ghosts at every step with thousands of ghosts (pair_style dpk).
+  // Workspaces are kept from call to call, so a call that repeats the last one's sizes may
+  // allocate only what does not depend on the atoms (Kokkos' kernel labels, say). A host loop
+  // over the atoms that allocates (an error message built before its check passed: 0.4 ms of a
+  // 4.6 ms LAMMPS step, docs/md.md) makes the count grow with the ghosts.
+  FixtureModelFile file;
+  auto const coord = frame_array(0, "coord");
+  auto const box = frame_array(0, "box");
+  auto steady_allocations = [&](double cutoff_margin) {
+    dpk::Potential<double> potential(file.path);
+    auto const domain = expand_with_ghosts(coord, water_types(), box, potential.rcut() + cutoff_margin, 1);
+    auto const images = ghost_images(domain);
+    dpk::PotentialResult out;
+    for (int call = 0; call < 2; ++call)
+      potential.compute_with_ghosts(out, domain.coord, domain.types, domain.nlocal, true, images);
+    long const before = dpk_test_allocations.load();
+    potential.compute_with_ghosts(out, domain.coord, domain.types, domain.nlocal, true, images);
+    return std::make_pair(dpk_test_allocations.load() - before, int(domain.types.size()));
+  };
+  auto const [near_allocations, near_atoms] = steady_allocations(0.5);
+  auto const [far_allocations, far_atoms] = steady_allocations(2.5);
+  REQUIRE(far_atoms > near_atoms + 500);
+  MESSAGE("allocations per steady-state call: ", near_allocations, " with ", near_atoms, " atoms, ", far_allocations,
+          " with ", far_atoms);
+  CHECK(far_allocations == near_allocations);
+}
+
+TEST_CASE("Potential: a steady-state periodic compute allocates no more with more atoms") {
+  // dpk-md's path (and any MD code's with a periodic box): the water box and its 2 x 2 x 2 replica.
+  FixtureModelFile file;
+  auto const coord = frame_array(0, "coord");
+  auto const box = frame_array(0, "box");
+  auto steady_allocations = [&](int copies) {
+    std::vector<double> big_coord, big_box(9);
+    std::vector<int> big_types;
+    auto const types = water_types();
+    for (int i0 = 0; i0 < copies; ++i0)
+      for (int i1 = 0; i1 < copies; ++i1)
+        for (int i2 = 0; i2 < copies; ++i2)
+          for (std::size_t a = 0; a < types.size(); ++a) {
+            for (int d = 0; d < 3; ++d)
+              big_coord.push_back(coord[3 * a + std::size_t(d)] + i0 * box[std::size_t(d)] +
+                                  i1 * box[std::size_t(3 + d)] + i2 * box[std::size_t(6 + d)]);
+            big_types.push_back(types[a]);
+          }
+    for (int k = 0; k < 9; ++k) big_box[std::size_t(k)] = copies * box[std::size_t(k)];
+    dpk::Potential<double> potential(file.path);
+    dpk::PotentialResult out;
+    for (int call = 0; call < 2; ++call) potential.compute(out, big_coord, big_types, big_box, true);
+    long const before = dpk_test_allocations.load();
+    potential.compute(out, big_coord, big_types, big_box, true);
+    return dpk_test_allocations.load() - before;
+  };
+  long const one = steady_allocations(1), eight = steady_allocations(2);
+  MESSAGE("allocations per steady-state call: ", one, " with 192 atoms, ", eight, " with 1536");
+  CHECK(eight == one);
 }

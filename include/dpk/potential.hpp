@@ -359,25 +359,28 @@ class Potential {
   }
 
   /// compute_with_ghosts' `ghost_image_of`: none, or one local atom of the same type (or -1)
-  /// per ghost.
+  /// per ghost. Runs at every MD step over every ghost, so a message is built only for an entry
+  /// that fails (require()'s message argument is built before the call: thousands of strings per
+  /// step, 0.3-0.4 ms of a 4.6 ms LAMMPS step with the small water model).
   static void check_ghost_images(std::vector<int> const& types, int nlocal, std::vector<int> const& image_of) {
     if (image_of.empty()) return;
     std::size_t const nghost = types.size() - std::size_t(nlocal);
-    std::string const where = "dpk::Potential::compute_with_ghosts: ";
-    require(image_of.size() == nghost, where + "'ghost_image_of' has " + std::to_string(image_of.size()) +
-                                           " entries, expected one per ghost atom (" + std::to_string(nghost) +
-                                           " = natoms - nlocal) or none");
+    char const* const where = "dpk::Potential::compute_with_ghosts: ";
+    if (image_of.size() != nghost)
+      throw Error(where + ("'ghost_image_of' has " + std::to_string(image_of.size())) +
+                  " entries, expected one per ghost atom (" + std::to_string(nghost) + " = natoms - nlocal) or none");
     for (std::size_t g = 0; g < nghost; ++g) {
       int const image = image_of[g], ghost = nlocal + int(g);
       if (image == -1) continue;
-      require(image >= 0 && image < nlocal, where + "ghost_image_of[" + std::to_string(g) + "] = " +
-                                                std::to_string(image) + " (ghost atom " + std::to_string(ghost) +
-                                                ") must be a local atom in [0, " + std::to_string(nlocal) +
-                                                ") or -1");
-      require(types[std::size_t(ghost)] == types[std::size_t(image)],
-              where + "ghost atom " + std::to_string(ghost) + " has type " + std::to_string(types[std::size_t(ghost)]) +
-                  " but ghost_image_of[" + std::to_string(g) + "] = " + std::to_string(image) + " has type " +
-                  std::to_string(types[std::size_t(image)]) + ": an image has its atom's type");
+      if (image < 0 || image >= nlocal)
+        throw Error(where + ("ghost_image_of[" + std::to_string(g)) + "] = " + std::to_string(image) +
+                    " (ghost atom " + std::to_string(ghost) + ") must be a local atom in [0, " +
+                    std::to_string(nlocal) + ") or -1");
+      if (types[std::size_t(ghost)] != types[std::size_t(image)])
+        throw Error(where + ("ghost atom " + std::to_string(ghost)) + " has type " +
+                    std::to_string(types[std::size_t(ghost)]) + " but ghost_image_of[" + std::to_string(g) +
+                    "] = " + std::to_string(image) + " has type " + std::to_string(types[std::size_t(image)]) +
+                    ": an image has its atom's type");
     }
   }
 

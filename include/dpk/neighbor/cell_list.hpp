@@ -190,8 +190,9 @@ class CellList {
       int const n = int(cells[d]);
       // Slightly enlarged so a face exactly divisible by rcut still reaches every neighbour.
       int const reach = int(std::ceil(rcut * n / face * (1.0 + 1e-12)));
-      require(reach <= 256, "CellList: frame " + std::to_string(f) + ": box is too small for rcut " +
-                                std::to_string(rcut) + " (over 256 periodic images per direction)");
+      if (reach > 256)  // the message only on failure: this runs for every frame of every step
+        throw Error("CellList: frame " + std::to_string(f) + ": box is too small for rcut " + std::to_string(rcut) +
+                    " (over 256 periodic images per direction)");
       integer_host_(f, CellGridColumns::ncell + d) = n;
       integer_host_(f, CellGridColumns::reach + d) = reach;
       real_host_(f, CellGridColumns::face + d) = Scalar(face);
