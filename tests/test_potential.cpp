@@ -569,8 +569,8 @@ TEST_CASE("Potential: a steady-state compute_with_ghosts allocates no more with 
   // LAMMPS calls compute_with_ghosts at every step with thousands of ghosts (pair_style dpk).
   // Workspaces are kept from call to call, so a call that repeats the last one's sizes may
   // allocate only what does not depend on the atoms (Kokkos' kernel labels, say). A host loop
-  // over the atoms that allocates (an error message built before its check passed: 0.4 ms of a
-  // 4.6 ms LAMMPS step, docs/md.md) makes the count grow with the ghosts.
+  // over the atoms that allocates (an error message built before its check passed: about 0.7 ms of a
+  // 4.7 ms LAMMPS step, docs/md.md) makes the count grow with the ghosts.
   FixtureModelFile file;
   auto const coord = frame_array(0, "coord");
   auto const box = frame_array(0, "box");
