@@ -7,6 +7,7 @@
 #include "source_paths.hpp"
 
 #include "error_test_helpers.hpp"
+#include "neighbor_test_helpers.hpp"
 #include "water_model_fixture.hpp"
 
 #include <dpk/io/npy.hpp>
@@ -602,27 +603,19 @@ TEST_CASE("Potential: a steady-state compute_with_ghosts allocates no more with 
 TEST_CASE("Potential: a steady-state periodic compute allocates no more with more atoms") {
   // dpk-md's path (and any MD code's with a periodic box): the water box and its 2 x 2 x 2 replica.
   FixtureModelFile file;
-  auto const coord = frame_array(0, "coord");
-  auto const box = frame_array(0, "box");
+  dpk_test::HostBatch water;
+  water.nframes = 1;
+  water.types = water_types();
+  water.natoms = int(water.types.size());
+  water.coord = frame_array(0, "coord");
+  water.box = frame_array(0, "box");
   auto steady_allocations = [&](int copies) {
-    std::vector<double> big_coord, big_box(9);
-    std::vector<int> big_types;
-    auto const types = water_types();
-    for (int i0 = 0; i0 < copies; ++i0)
-      for (int i1 = 0; i1 < copies; ++i1)
-        for (int i2 = 0; i2 < copies; ++i2)
-          for (std::size_t a = 0; a < types.size(); ++a) {
-            for (int d = 0; d < 3; ++d)
-              big_coord.push_back(coord[3 * a + std::size_t(d)] + i0 * box[std::size_t(d)] +
-                                  i1 * box[std::size_t(3 + d)] + i2 * box[std::size_t(6 + d)]);
-            big_types.push_back(types[a]);
-          }
-    for (int k = 0; k < 9; ++k) big_box[std::size_t(k)] = copies * box[std::size_t(k)];
+    auto const big = dpk_test::replicate(water, copies, copies, copies);
     dpk::Potential<double> potential(file.path);
     dpk::PotentialResult out;
-    for (int call = 0; call < 2; ++call) potential.compute(out, big_coord, big_types, big_box, true);
+    for (int call = 0; call < 2; ++call) potential.compute(out, big.coord, big.types, big.box, true);
     long const before = dpk_test_allocations.load();
-    potential.compute(out, big_coord, big_types, big_box, true);
+    potential.compute(out, big.coord, big.types, big.box, true);
     return dpk_test_allocations.load() - before;
   };
   long const one = steady_allocations(1), eight = steady_allocations(2);

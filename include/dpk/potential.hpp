@@ -365,19 +365,19 @@ class Potential {
   static void check_ghost_images(std::vector<int> const& types, int nlocal, std::vector<int> const& image_of) {
     if (image_of.empty()) return;
     std::size_t const nghost = types.size() - std::size_t(nlocal);
-    char const* const where = "dpk::Potential::compute_with_ghosts: ";
+    std::string const where = "dpk::Potential::compute_with_ghosts: ";
     if (image_of.size() != nghost)
-      throw Error(where + ("'ghost_image_of' has " + std::to_string(image_of.size())) +
+      throw Error(where + "'ghost_image_of' has " + std::to_string(image_of.size()) +
                   " entries, expected one per ghost atom (" + std::to_string(nghost) + " = natoms - nlocal) or none");
     for (std::size_t g = 0; g < nghost; ++g) {
       int const image = image_of[g], ghost = nlocal + int(g);
       if (image == -1) continue;
       if (image < 0 || image >= nlocal)
-        throw Error(where + ("ghost_image_of[" + std::to_string(g)) + "] = " + std::to_string(image) +
+        throw Error(where + "ghost_image_of[" + std::to_string(g) + "] = " + std::to_string(image) +
                     " (ghost atom " + std::to_string(ghost) + ") must be a local atom in [0, " +
                     std::to_string(nlocal) + ") or -1");
       if (types[std::size_t(ghost)] != types[std::size_t(image)])
-        throw Error(where + ("ghost atom " + std::to_string(ghost)) + " has type " +
+        throw Error(where + "ghost atom " + std::to_string(ghost) + " has type " +
                     std::to_string(types[std::size_t(ghost)]) + " but ghost_image_of[" + std::to_string(g) +
                     "] = " + std::to_string(image) + " has type " + std::to_string(types[std::size_t(image)]) +
                     ": an image has its atom's type");
