@@ -1,127 +1,16 @@
-// Performance tooling: the trainer's per-step timing file (--timing-file) and the BLAS thread
-// controls of dpk/core/threads.hpp.
+// Performance tooling: the BLAS thread controls of dpk/core/threads.hpp, the BLAS kernel banner and
+// the programs' thread defaults (the trainer's per-step timing file is tested in test_train.cpp).
 #include <doctest/doctest.h>
 
 #include <dpk/core/blas_threads_default.hpp>
 #include <dpk/core/threads.hpp>
 #include "program_threads.hpp"  // examples/common: the programs' thread defaults
-#include "train_test_helpers.hpp"
-#include <dpk/train.hpp>
 
 #include <unistd.h>
 
-#include <cstdint>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
-#include <vector>
-
-// Kokkos deep copies in one training step of the timing-file test (update with the batch
-// upload, lcurve line with validation, checkpoint): measured 20 with Kokkos 3.4 and 4.6, 1 and 2
-// threads; 15 since the embedding-row boundaries are gathered on the device (one copy instead of
-// one per net plus one); 14 since the fitting rows are sorted by centre type on the device (one copy
-// of ntypes + 4 integers instead of the types down and the rows up); 12 since the frame virials
-// are reduced on the device and the fitting seed of ones is filled only when it grows. What is
-// left and why: docs/architecture.md ("Host round trips of a training step").
-#define DPK_TEST_MAX_DEEP_COPIES_PER_STEP 12
-
-namespace {
-
-dpk::InputConfig small_input() {
-  dpk::InputConfig c = dpk_test::tiny_input("small (test_perf_tools.cpp)", 5);
-  c.descriptor.type_one_side = false;
-  c.training.disp_freq = 5;
-  c.training.save_freq = 100;
-  return c;
-}
-
-using dpk_test::water_frames;
-
-/// Every deep copy of the run as "destination <- source (space to space)", in order: the
-/// trainer's clock chains to this callback, so a count over the bound names its copies.
-std::vector<std::string> g_copy_labels;
-void record_deep_copy(Kokkos_Profiling_SpaceHandle dst_space, char const* dst_name, void const*,
-                      Kokkos_Profiling_SpaceHandle src_space, char const* src_name, void const*, std::uint64_t bytes) {
-  g_copy_labels.push_back(std::string(dst_name) + " <- " + src_name + " (" + src_space.name + " to " + dst_space.name +
-                          ", " + std::to_string(bytes) + " B)");
-}
-
-}  // namespace
-
-TEST_CASE("trainer --timing-file: one line per step, update/display/save seconds, stage regions, deep copies") {
-  using Space = dpk::DefaultExecutionSpace;
-  std::string const dir = "/tmp/dpk_test_perf_tools_" + std::to_string(::getpid());
-  std::filesystem::remove_all(dir);
-  dpk::Communicator comm;
-  dpk::TrainerOptions options;
-  options.output_dir = dir;
-  options.data_stat_nbatch = 1;
-  options.log = nullptr;
-  options.timing_file = dir + "/timing.txt";
-  options.stop_at = 4;
-  dpk::Trainer<double, Space> trainer(small_input(), {water_frames(0, 3)}, {water_frames(3, 1)}, options, comm);
-  g_copy_labels.clear();
-  auto const previous = Kokkos::Tools::Experimental::get_callbacks().begin_deep_copy;
-  Kokkos::Tools::Experimental::set_begin_deep_copy_callback(&record_deep_copy);
-  trainer.run();
-  Kokkos::Tools::Experimental::set_begin_deep_copy_callback(previous);
-  std::string copies;
-  for (auto const& label : g_copy_labels) copies += label + "\n";
-  INFO("deep copies of the run (construction excluded):\n" << copies);
-  std::ifstream in(options.timing_file);
-  REQUIRE(in);
-  std::string line;
-  std::getline(in, line);
-  CHECK(line ==
-        "# step update_s display_s save_s sample_s neighbors_s environment_s batch_setup_s kept_setup_s forward_s "
-        "forces_s loss_s "
-        "backward_s allreduce_s optimizer_s deep_copies");
-  std::vector<long> steps;
-  int kept_steps = 0;
-  while (std::getline(in, line)) {
-    INFO(line);
-    std::istringstream fields(line);
-    long step = 0, deep_copies = -1;
-    double update = -1, display = -1, save = -1;
-    fields >> step >> update >> display >> save;
-    std::vector<double> region(11, -1.0);
-    for (double& r : region) fields >> r;
-    fields >> deep_copies;
-    REQUIRE(fields);
-    std::string rest;
-    CHECK(!(fields >> rest));  // nothing after the deep copies
-    CHECK(update > 0);
-    CHECK(display >= 0);
-    CHECK(save >= 0);
-    if (step == 4) CHECK(save > 0);  // the final checkpoint is written after step 4
-    // The stages lie inside the update, one after the other: each took time, and together they
-    // take no more than the update (two clocks: 1e-4 s of slack). No lower bound on their sum:
-    // a thread preempted between two stages (ctest -j, a busy node) leaves a gap of any length.
-    double sum = 0;
-    for (double r : region) sum += r;
-    for (int k : {0, 5, 6, 7, 8, 10}) CHECK(region[std::size_t(k)] > 0);  // allreduce: 1 rank, may be ~0
-    CHECK(region[9] >= 0);
-    // A frame met before reuses its kept setup (kept_setup), others build it (neighbours,
-    // environment, row layout): one or the other.
-    bool const kept = region[4] > 0;
-    for (int k : {1, 2, 3}) CHECK((region[std::size_t(k)] > 0) == !kept);
-    if (kept) ++kept_steps;
-    CHECK(sum <= update + 1e-4);
-    // Host <-> device copies of a whole step (update, lcurve line, checkpoint), counted by Kokkos
-    // Tools: MESSAGE shows the count; the bound holds it where it is (issue 15 asks to shrink it).
-    MESSAGE("step " << step << ": " << deep_copies << " deep copies");
-    CHECK(deep_copies >= 1);
-    CHECK(deep_copies <= DPK_TEST_MAX_DEEP_COPIES_PER_STEP);
-    steps.push_back(step);
-  }
-  CHECK(steps == std::vector<long>{1, 2, 3, 4});
-  // Four one-frame steps drawn from three frames: at least one frame came again.
-  CHECK(kept_steps >= 1);
-  std::filesystem::remove_all(dir);
-}
 
 TEST_CASE("BLAS threads: set and read back through OpenBLAS when it is linked") {
   if (!dpk::blas_threads_controllable()) {
