@@ -1030,25 +1030,14 @@ TEST_CASE("atomic write: a failure names the file and the reason and leaves the 
   CHECK(slurp(path) == "old\n");
   // The target is a folder: the rename fails (EISDIR); the temporary file is removed.
   std::filesystem::create_directories(dir + "/folder");
-  std::string message;
-  try {
-    dpk::write_file_atomically(dir + "/folder", "new\n", "test file");
-  } catch (dpk::Error const& e) {
-    message = e.what();
-  }
-  CHECK(message.find("test file '" + dir + "/folder': cannot rename the temporary file into place (Is a directory)") !=
-        std::string::npos);
-  CHECK(message.find("was removed") != std::string::npos);
+  std::string message = error_of([&] { dpk::write_file_atomically(dir + "/folder", "new\n", "test file"); });
+  CHECK(contains(message,
+                 "test file '" + dir + "/folder': cannot rename the temporary file into place (Is a directory)"));
+  CHECK(contains(message, "was removed"));
   CHECK(!std::filesystem::exists(dpk::atomic_temporary_name(dir + "/folder")));
   // The parent is a regular file: the temporary file cannot be created (ENOTDIR).
-  message.clear();
-  try {
-    dpk::write_file_atomically(path + "/x", "new\n", "test file");
-  } catch (dpk::Error const& e) {
-    message = e.what();
-  }
-  CHECK(message.find("test file '" + path + "/x': cannot create the temporary file (Not a directory)") !=
-        std::string::npos);
+  message = error_of([&] { dpk::write_file_atomically(path + "/x", "new\n", "test file"); });
+  CHECK(contains(message, "test file '" + path + "/x': cannot create the temporary file (Not a directory)"));
   CHECK(slurp(path) == "old\n");
   std::filesystem::remove_all(dir);
 }
