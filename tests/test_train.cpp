@@ -972,9 +972,7 @@ dpk::InputConfig reliability_input(long numb_steps) {
 TEST_CASE("trainer: resident memory does not grow between step 100 and step 1000") {
   using Space = dpk::DefaultExecutionSpace;
   REQUIRE(resident_kb() > 0);
-  std::string const dir =
-      (std::filesystem::temp_directory_path() / ("dpk_test_rss_" + std::to_string(::getpid()))).string();
-  std::filesystem::remove_all(dir);
+  std::string const dir = fresh_dir("rss");
   ResidentMemoryAtSteps spy;
   std::ostream log(&spy);
   dpk::TrainerOptions options;
@@ -1001,14 +999,8 @@ TEST_CASE("trainer: resident memory does not grow between step 100 and step 1000
   CHECK(at_1000 - at_100 < 4 * 1024);  // < 4 MB
 }
 
-namespace {
-std::string temp_file(std::string const& name) {
-  return (std::filesystem::temp_directory_path() / (name + "." + std::to_string(::getpid()))).string();
-}
-}  // namespace
-
 TEST_CASE("lcurve.out on restart: lines after the checkpoint step and a partial last line are dropped") {
-  std::string const path = temp_file("dpk_test_lcurve");
+  std::string const path = temp_path("lcurve");
   {
     std::ofstream out(path, std::ios::binary);
     out << "#  step  rmse_trn\n      0  1.0e+00\n      1  9.0e-01\n# a comment\n      2  8.0e-01\n"
@@ -1023,7 +1015,7 @@ TEST_CASE("lcurve.out on restart: lines after the checkpoint step and a partial 
 }
 
 TEST_CASE("atomic write: a failure names the file and the reason and leaves the old content") {
-  std::string const dir = temp_file("dpk_test_atomic");
+  std::string const dir = temp_path("atomic");
   std::filesystem::create_directories(dir);
   std::string const path = dir + "/file.txt";
   dpk::write_file_atomically(path, "old\n", "test file");
@@ -1104,8 +1096,7 @@ void record_deep_copy(Kokkos_Profiling_SpaceHandle dst_space, char const* dst_na
 
 TEST_CASE("trainer --timing-file: one line per step, update/display/save seconds, stage regions, deep copies") {
   using Space = dpk::DefaultExecutionSpace;
-  std::string const dir = "/tmp/dpk_test_timing_file_" + std::to_string(::getpid());
-  std::filesystem::remove_all(dir);
+  std::string const dir = fresh_dir("timing_file");
   dpk::Communicator comm;
   dpk::TrainerOptions options;
   options.output_dir = dir;
