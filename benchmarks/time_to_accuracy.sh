@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# Time to accuracy, dpk vs DeePMD-kit's TensorFlow backend: each code trains DeePMD-kit's water
+# example (examples/water/se_e2_a/input.json, its nets, loss and batch size) for a whole schedule
+# of N steps from its own initialisation, and DeePMD-kit's `dp --tf test` then measures both models
+# on the validation system data_3 (80 frames): dpk's model goes through `dpk-train export` and
+# `dp convert-backend`, so one tool tests both; `dpk-train test` on dpk's own file is printed
+# beside it. Installs nothing: DeePMD-kit comes from a venv (--venv, recipe in
+# docs/performance.md); without one only dpk runs and tests itself.
+#
+#   benchmarks/time_to_accuracy.sh --venv DIR [--dpk-train PATH] [--steps N] [--dpk-steps "N ..."]
+#       [--precision "float64 float32"] [--seeds "1"] [--dpk-threads T] [--tf-threads T] [--out DIR]
+#
+# The schedule of an N-step run: numb_steps = N, the input's start_lr and stop_lr with decay_steps
+# = N / 50 (the input's 5000 is meant for a million steps: DeePMD-kit would replace it by 100 in a
+# 5000-step run and decay it only 4 times in a 20000-step one), lcurve.out every N / 20 steps,
+# one checkpoint at the end. --dpk-steps gives dpk other (e.g. longer) runs, each a whole schedule
+# of its own: "what does dpk reach in the time DeePMD-kit needs for N steps". Seeds: seed s sets
+# the descriptor's and fitting net's seed to s and training.seed to s + 9 (s = 1: the input's own
+# 1, 1, 10); the two codes draw different random numbers from the same seeds, so a seed is one
+# sample of each code's training, not a paired run. Threads: each code gets the machine alone
+# (runs one after the other); defaults: dpk all cores (nproc), DeePMD-kit TF 1 intra-op thread
+# (DP_INTRA_OP_PARALLELISM_THREADS, its fastest wall time per step on 2-core VMs in
+# docs/performance.md's side-by-side tables), DP_INTER_OP_PARALLELISM_THREADS = 1 and
+# OPENBLAS_NUM_THREADS = 1 for it. Times: /usr/bin/time of `train` (wall, user + sys of the process
+# tree) and, for DeePMD-kit, of `dp freeze`, which its model needs before it can run anywhere.
+# Writes OUT/results.tsv (default out/time_to_accuracy) and prints a markdown table.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+VENV="" DPK_TRAIN="$ROOT/build/openmp/examples/trainer/dpk-train" STEPS=5000 DPK_STEPS="" PRECISIONS="float64 float32"
+SEEDS="1" DPK_THREADS=$(nproc) TF_THREADS=1 OUT="$ROOT/out/time_to_accuracy"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --venv) VENV="$2"; shift 2 ;;
+    --dpk-train) DPK_TRAIN="$2"; shift 2 ;;
+    --steps) STEPS="$2"; shift 2 ;;
+    --dpk-steps) DPK_STEPS="$2"; shift 2 ;;
+    --precision) PRECISIONS="$2"; shift 2 ;;
+    --seeds) SEEDS="$2"; shift 2 ;;
+    --dpk-threads) DPK_THREADS="$2"; shift 2 ;;
+    --tf-threads) TF_THREADS="$2"; shift 2 ;;
+    --out) OUT="$2"; shift 2 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    *) echo "time_to_accuracy.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+DPK_STEPS="${DPK_STEPS:-$STEPS}"
+positive() {   # positive NAME VALUE...: every value a positive integer
+  local name="$1"; shift
+  [ $# -gt 0 ] || { echo "time_to_accuracy.sh: $name needs at least one value" >&2; exit 2; }
+  for v in "$@"; do
+    case "$v" in ''|*[!0-9]*|0) echo "time_to_accuracy.sh: $name: '$v' is not a positive integer" >&2; exit 2 ;; esac
+  done
+}
+# shellcheck disable=SC2086
+{ positive --steps $STEPS; positive --dpk-steps $DPK_STEPS; positive --seeds $SEEDS
+  positive --dpk-threads $DPK_THREADS; positive --tf-threads $TF_THREADS; }
+for n in $STEPS $DPK_STEPS; do
+  [ "$n" -ge 100 ] || { echo "time_to_accuracy.sh: $n steps: at least 100 (decay_steps = N / 50)" >&2; exit 2; }
+done
+for p in $PRECISIONS; do
+  case "$p" in float64|float32) ;; *) echo "time_to_accuracy.sh: --precision: '$p' is not float64 or float32" >&2; exit 2 ;; esac
+done
+case "$DPK_TRAIN" in /*) ;; *) DPK_TRAIN="$PWD/$DPK_TRAIN" ;; esac
+[ -x "$DPK_TRAIN" ] || { echo "time_to_accuracy.sh: '$DPK_TRAIN' is not built (cmake --build build/openmp --target dpk-train)" >&2; exit 2; }
+command -v /usr/bin/time >/dev/null || { echo "time_to_accuracy.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
+DP=""
+if [ -n "$VENV" ]; then
+  if [ -x "$VENV/bin/dp" ] && "$VENV/bin/python" -c "import tensorflow" >/dev/null 2>&1; then DP="$VENV/bin/dp"
+  else echo "time_to_accuracy.sh: --venv $VENV has no dp with tensorflow: DeePMD-kit skipped" >&2; fi
+else
+  echo "time_to_accuracy.sh: no --venv: DeePMD-kit skipped, dpk's models tested by dpk-train test only" >&2
+fi
+VALIDATION="$ROOT/examples/water/data/data_3"
+
+mkdir -p "$OUT"
+TSV="$OUT/results.tsv"
+printf 'code\tprecision\tthreads\tsteps\tseed\ttrain_wall_s\ttrain_cpu_s\tfreeze_wall_s\trmse_e_atom\trmse_f\tdpk_rmse_e_atom\tdpk_rmse_f\n' >"$TSV"
+
+# write_input STEPS PRECISION SEED FILE
+write_input() {
+  python3 "$ROOT/benchmarks/water_input.py" "$ROOT/examples/water/se_e2_a/input.json" "$ROOT/examples/water/data" \
+    "$1" "$4" "$2" "$(( $1 / 20 ))"
+  python3 - "$4" "$1" "$3" <<'EOF'
+import json, sys
+path, steps, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+j = json.load(open(path))
+j["learning_rate"]["decay_steps"] = steps // 50
+j["model"]["descriptor"]["seed"] = seed
+j["model"]["fitting_net"]["seed"] = seed
+j["training"]["seed"] = seed + 9
+json.dump(j, open(path, "w"), indent=1)
+EOF
+}
+
+# checked LOG CMD...: CMD with its output in LOG; on failure the log's last lines and exit (the
+# runs below are in subshells whose status is tested, where set -e does not act).
+checked() {
+  local log="$1"; shift
+  if ! "$@" >"$log" 2>&1; then
+    echo "time_to_accuracy.sh: failed in $PWD: $*; last lines of $log:" >&2
+    tail -5 "$log" >&2
+    exit 1
+  fi
+}
+# timed LOG TIMEFILE CMD...: checked, with wall, user and sys seconds in TIMEFILE
+timed() {
+  local log="$1" tf="$2"; shift 2
+  checked "$log" /usr/bin/time -f '%e %U %S' -o "$tf" "$@"
+}
+
+# rmse LOG: "energy_per_atom force" from a `dp test` / `dpk-train test` output
+rmse() {
+  python3 - "$1" <<'EOF'
+import re, sys
+text = open(sys.argv[1]).read()
+e = re.findall(r"Energy RMSE/Natoms\s*:\s*(\S+)", text)
+f = re.findall(r"Force\s+RMSE\s*:\s*(\S+)", text)
+if not e or not f:
+    sys.exit(f"time_to_accuracy.sh: no energy/force RMSE in {sys.argv[1]}")
+print(float(e[-1]), float(f[-1]))
+EOF
+}
+
+# run CODE PRECISION STEPS SEED: one training run, its model tested, one row in the TSV
+run() {
+  local code="$1" p="$2" n="$3" s="$4" dir="$OUT/$1-$2-n$3-s$4" threads wall user sys freeze="-" e="-" f="-" de="-" df="-"
+  rm -rf "$dir"; mkdir -p "$dir"
+  write_input "$n" "$p" "$s" "$dir/input.json"
+  echo "time_to_accuracy.sh: $code $p $n steps seed $s ($(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1 /proc/loadavg))" >&2
+  (
+    cd "$dir" || exit 1
+    if [ "$code" = dpk ]; then
+      threads="$DPK_THREADS"
+      timed train.log train.time env OMP_NUM_THREADS="$threads" "$DPK_TRAIN" train input.json
+      checked dpk_test.log "$DPK_TRAIN" test -m model.dpk -s "$VALIDATION"
+      if [ -n "$DP" ]; then
+        checked export.log "$DPK_TRAIN" export -m model.dpk -o model.dp
+        checked convert.log "$DP" convert-backend model.dp model.pb
+      fi
+    else
+      threads="$TF_THREADS"
+      timed train.log train.time env OMP_NUM_THREADS="$threads" DP_INTRA_OP_PARALLELISM_THREADS="$threads" \
+        DP_INTER_OP_PARALLELISM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$DP" --tf train input.json
+      timed freeze.log freeze.time "$DP" --tf freeze -o model.pb
+    fi
+    [ -z "$DP" ] || checked dp_test.log "$DP" --tf test -m model.pb -s "$VALIDATION"
+    echo "$threads" >threads.txt
+  ) || exit 1
+  threads=$(cat "$dir/threads.txt")
+  read -r wall user sys <"$dir/train.time"
+  [ "$code" = tf ] && freeze=$(cut -d' ' -f1 "$dir/freeze.time")
+  [ -n "$DP" ] && read -r e f < <(rmse "$dir/dp_test.log")
+  [ "$code" = dpk ] && read -r de df < <(rmse "$dir/dpk_test.log")
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$code" "$p" "$threads" "$n" "$s" "$wall" \
+    "$(python3 -c "print(f'{$user + $sys:.1f}')")" "$freeze" "$e" "$f" "$de" "$df" >>"$TSV"
+}
+
+echo "time_to_accuracy.sh: dpk $DPK_STEPS steps ($DPK_THREADS threads)${DP:+, DeePMD-kit TF $STEPS steps ($TF_THREADS threads)}, precision $PRECISIONS, seeds $SEEDS; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset)}" >&2
+for p in $PRECISIONS; do
+  for s in $SEEDS; do
+    [ -z "$DP" ] || run tf "$p" "$STEPS" "$s"
+    for n in $DPK_STEPS; do run dpk "$p" "$n" "$s"; done
+  done
+done
+
+python3 - "$TSV" <<'EOF'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+names = {"dpk": "dpk-train", "tf": "DeePMD-kit TF"}
+print("| precision | code | threads | steps | seed | train wall s | train CPU s | freeze s | "
+      "rmse_e eV/atom (dp test) | rmse_f eV/A (dp test) | dpk-train test rmse_e / rmse_f |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+for r in sorted(rows, key=lambda r: (r["precision"], r["code"] != "tf", int(r["steps"]), int(r["seed"]))):
+    fmt = lambda v: v if v == "-" else f"{float(v):.3g}"
+    own = "-" if r["dpk_rmse_e_atom"] == "-" else f"{fmt(r['dpk_rmse_e_atom'])} / {fmt(r['dpk_rmse_f'])}"
+    print(f"| {r['precision']} | {names[r['code']]} | {r['threads']} | {r['steps']} | {r['seed']} | "
+          f"{float(r['train_wall_s']):.0f} | {float(r['train_cpu_s']):.0f} | {r['freeze_wall_s']} | "
+          f"{fmt(r['rmse_e_atom'])} | {fmt(r['rmse_f'])} | {own} |")
+EOF

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Checks benchmarks/time_to_accuracy.sh with this build's dpk-train and a stand-in DeePMD-kit venv
+# (a `python` that imports anything, a `dp` that records what it was asked and prints RMSEs that
+# name the model it tested): the options it refuses, the input each code trains on (steps,
+# schedule, seeds, precision), the threads each code gets, that dpk's model reaches `dp test`
+# through dpk-train export + dp convert-backend, and that each RMSE lands in the row of the model
+# it belongs to (dpk-train test's own numbers beside dp test's).
+#   check_time_to_accuracy.sh SOURCE_DIR DPK_TRAIN WORK_DIR
+set -u
+[ $# -eq 3 ] || { echo "usage: $0 SOURCE_DIR DPK_TRAIN WORK_DIR" >&2; exit 2; }
+src=$(realpath "$1") train=$(realpath "$2") work=$3
+script="$src/benchmarks/time_to_accuracy.sh"
+fail() { echo "check_time_to_accuracy: $*" >&2; exit 1; }
+rm -rf "$work" && mkdir -p "$work/venv/bin" || exit 1
+work=$(realpath "$work")
+export OMP_PROC_BIND=false
+
+# Refused options: exit status 2 and a message naming the value.
+refused() {   # refused WANT ARGS...
+  local want="$1" out rc; shift
+  out=$("$script" --dpk-train "$train" --out "$work/refused" "$@" 2>&1); rc=$?
+  [ "$rc" -eq 2 ] || fail "'$*' exited $rc, expected 2: $out"
+  grep -qF -- "$want" <<<"$out" || fail "'$*': message lacks '$want': $out"
+}
+refused "--steps: '0' is not a positive integer" --steps 0
+refused "50 steps: at least 100" --steps 50
+refused "--precision: 'float16' is not float64 or float32" --precision float16
+refused "--dpk-threads: 'two' is not a positive integer" --dpk-threads two
+refused "unknown option '--seed'" --seed 3
+refused "'$work/none' is not built" --dpk-train "$work/none"
+
+# The stand-in venv.
+printf '#!/bin/sh\nexit 0\n' >"$work/venv/bin/python"
+cat >"$work/venv/bin/dp" <<'EOF'
+#!/usr/bin/env bash
+# stand-in dp: appends "$PWD: args | threads" to $STANDIN_LOG; models are one-word files
+echo "$PWD: $* | intra=${DP_INTRA_OP_PARALLELISM_THREADS:-} inter=${DP_INTER_OP_PARALLELISM_THREADS:-} openblas=${OPENBLAS_NUM_THREADS:-}" >>"$STANDIN_LOG"
+case "$1 $2" in
+  "--tf train") [ -s "$3" ] && echo ckpt >model.ckpt ;;
+  "--tf freeze") [ -s model.ckpt ] && echo tf >"$4" ;;
+  "convert-backend "*) [ -s "$2" ] && [ "$(head -c 4 "$2" | od -An -c | tr -d ' ')" = '211HDF' ] && echo dpk >"$3" ;;
+  "--tf test")
+    case "$(cat "$4")" in
+      tf) echo "Energy RMSE/Natoms : 5.000000e-01 eV"; echo "Force  RMSE        : 2.500000e-01 eV/A" ;;
+      dpk) echo "Energy RMSE/Natoms : 1.250000e-01 eV"; echo "Force  RMSE        : 6.250000e-02 eV/A" ;;
+      *) exit 1 ;;
+    esac ;;
+  *) exit 1 ;;
+esac
+EOF
+chmod 755 "$work/venv/bin/python" "$work/venv/bin/dp"
+export STANDIN_LOG="$work/dp.log"
+
+out=$("$script" --venv "$work/venv" --dpk-train "$train" --steps 100 --dpk-steps "100 200" --precision float32 \
+      --seeds 2 --dpk-threads 1 --tf-threads 3 --out "$work/out" 2>&1)
+rc=$?
+echo "$out"
+[ "$rc" -eq 0 ] || fail "exited $rc"
+runs="$work/out"
+for d in tf-float32-n100-s2 dpk-float32-n100-s2 dpk-float32-n200-s2; do
+  [ -s "$runs/$d/input.json" ] || fail "$d/input.json missing"
+done
+[ ! -e "$runs/tf-float32-n200-s2" ] || fail "DeePMD-kit ran the dpk-only step count"
+python3 - "$runs" <<'EOF' || fail "inputs"
+import json, sys
+for code, n in (("tf", 100), ("dpk", 100), ("dpk", 200)):
+    j = json.load(open(f"{sys.argv[1]}/{code}-float32-n{n}-s2/input.json"))
+    d, f, t = j["model"]["descriptor"], j["model"]["fitting_net"], j["training"]
+    got = (t["numb_steps"], t["disp_freq"], t["save_freq"], j["learning_rate"]["decay_steps"],
+           d["seed"], f["seed"], t["seed"], d["precision"], f["precision"])
+    want = (n, n // 20, n, n // 50, 2, 2, 11, "float32", "float32")
+    assert got == want, (code, n, got, want)
+    assert t["validation_data"]["systems"][0].endswith("/data_3"), t["validation_data"]
+EOF
+# dp: TF trained with 3 intra-op threads, 1 inter-op and 1 BLAS thread; dpk's model converted.
+grep -q "tf-float32-n100-s2: --tf train input.json | intra=3 inter=1 openblas=1" "$work/dp.log" || fail "dp train call: $(cat "$work/dp.log")"
+grep -q "dpk-float32-n200-s2: convert-backend model.dp model.pb" "$work/dp.log" || fail "no convert-backend of dpk's model"
+[ "$(grep -c -- '--tf test -m model.pb' "$work/dp.log")" -eq 3 ] || fail "expected 3 dp test calls"
+
+# The table: each model's dp test RMSEs in its own row, dpk-train test's beside dpk's.
+python3 - "$runs/results.tsv" <<'EOF' || fail "results.tsv"
+import csv, math, sys
+rows = {(r["code"], r["steps"]): r for r in csv.DictReader(open(sys.argv[1]), delimiter="\t")}
+assert set(rows) == {("tf", "100"), ("dpk", "100"), ("dpk", "200")}, rows.keys()
+tf = rows[("tf", "100")]
+assert (tf["threads"], tf["rmse_e_atom"], tf["rmse_f"], tf["dpk_rmse_f"]) == ("3", "0.5", "0.25", "-"), tf
+assert float(tf["freeze_wall_s"]) >= 0
+for n in ("100", "200"):
+    r = rows[("dpk", n)]
+    assert (r["threads"], r["rmse_e_atom"], r["rmse_f"], r["freeze_wall_s"]) == ("1", "0.125", "0.0625", "-"), r
+    e, f = float(r["dpk_rmse_e_atom"]), float(r["dpk_rmse_f"])   # dpk-train test of the model just trained
+    assert 0 < e < 1 and 0 < f < 10 and math.isfinite(e) and math.isfinite(f), r
+    assert float(r["train_wall_s"]) > 0 and float(r["train_cpu_s"]) > 0, r
+EOF
+for want in "| float32 | DeePMD-kit TF | 3 | 100 | 2 |" "| float32 | dpk-train | 1 | 200 | 2 |" "| 0.125 | 0.0625 |"; do
+  grep -qF -- "$want" <<<"$out" || fail "table lacks '$want'"
+done
+
+# Without a venv: dpk alone, tested by dpk-train test.
+out=$("$script" --dpk-train "$train" --steps 100 --precision float64 --dpk-threads 1 --out "$work/alone" 2>&1) \
+  || fail "dpk alone: $out"
+grep -qF "no --venv: DeePMD-kit skipped" <<<"$out" || fail "no message about the missing venv: $out"
+grep -qE "^\| float64 \| dpk-train \| 1 \| 100 \| 1 \| .* \| - \| - \| - \| [0-9.e-]+ / [0-9.e-]+ \|$" <<<"$out" \
+  || fail "dpk-only row: $out"
+echo "check_time_to_accuracy: OK"
