@@ -8,13 +8,18 @@
 # docs/performance.md); without one only dpk runs and tests itself.
 #
 #   benchmarks/time_to_accuracy.sh --venv DIR [--dpk-train PATH] [--steps N] [--dpk-steps "N ..."]
-#       [--precision "float64 float32"] [--seeds "1"] [--dpk-threads T] [--tf-threads T] [--out DIR]
+#       [--precision "float64 float32"] [--schedule whole|input] [--seeds "1"] [--dpk-threads T]
+#       [--tf-threads T] [--out DIR]
 #
-# The schedule of an N-step run: numb_steps = N, the input's start_lr and stop_lr with decay_steps
-# = N / 50 (the input's 5000 is meant for a million steps: DeePMD-kit would replace it by 100 in a
-# 5000-step run and decay it only 4 times in a 20000-step one), lcurve.out every N / 20 steps,
-# one checkpoint at the end. --dpk-steps gives dpk other (e.g. longer) runs, each a whole schedule
-# of its own: "what does dpk reach in the time DeePMD-kit needs for N steps". Seeds: seed s sets
+# The learning-rate schedule of an N-step run (numb_steps = N in both codes' input): `whole`
+# (default) runs the input's start_lr -> stop_lr over the N steps with decay_steps = N / 50 (the
+# input's 5000 is meant for a million steps: DeePMD-kit would replace it by 100 in a 5000-step run
+# and decay it only 4 times in a 20000-step one); `input` runs the first N steps of the input's
+# own schedule (its decay_steps, and decay_rate = (stop_lr / start_lr)^(decay_steps / the input's
+# numb_steps), which both codes then use as given), so runs of different lengths lie on one
+# curve. The loss prefactors follow the learning rate in both. lcurve.out every N / 20 steps, one
+# checkpoint at the end. --dpk-steps gives dpk other (e.g. longer) runs: "what does dpk reach in
+# the time DeePMD-kit needs for N steps". Seeds: seed s sets
 # the descriptor's and fitting net's seed to s and training.seed to s + 9 (s = 1: the input's own
 # 1, 1, 10); the two codes draw different random numbers from the same seeds, so a seed is one
 # sample of each code's training, not a paired run. Threads: each code gets the machine alone
@@ -27,7 +32,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV="" DPK_TRAIN="$ROOT/build/openmp/examples/trainer/dpk-train" STEPS=5000 DPK_STEPS="" PRECISIONS="float64 float32"
-SEEDS="1" DPK_THREADS=$(nproc) TF_THREADS=1 OUT="$ROOT/out/time_to_accuracy"
+SEEDS="1" SCHEDULE=whole DPK_THREADS=$(nproc) TF_THREADS=1 OUT="$ROOT/out/time_to_accuracy"
 while [ $# -gt 0 ]; do
   case "$1" in
     --venv) VENV="$2"; shift 2 ;;
@@ -39,7 +44,8 @@ while [ $# -gt 0 ]; do
     --dpk-threads) DPK_THREADS="$2"; shift 2 ;;
     --tf-threads) TF_THREADS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    --schedule) SCHEDULE="$2"; shift 2 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "time_to_accuracy.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -57,6 +63,7 @@ positive() {   # positive NAME VALUE...: every value a positive integer
 for n in $STEPS $DPK_STEPS; do
   [ "$n" -ge 100 ] || { echo "time_to_accuracy.sh: $n steps: at least 100 (decay_steps = N / 50)" >&2; exit 2; }
 done
+case "$SCHEDULE" in whole|input) ;; *) echo "time_to_accuracy.sh: --schedule: '$SCHEDULE' is not whole or input" >&2; exit 2 ;; esac
 for p in $PRECISIONS; do
   case "$p" in float64|float32) ;; *) echo "time_to_accuracy.sh: --precision: '$p' is not float64 or float32" >&2; exit 2 ;; esac
 done
@@ -74,17 +81,22 @@ VALIDATION="$ROOT/examples/water/data/data_3"
 
 mkdir -p "$OUT"
 TSV="$OUT/results.tsv"
-printf 'code\tprecision\tthreads\tsteps\tseed\ttrain_wall_s\ttrain_cpu_s\tfreeze_wall_s\trmse_e_atom\trmse_f\tdpk_rmse_e_atom\tdpk_rmse_f\n' >"$TSV"
+printf 'code\tprecision\tschedule\tthreads\tsteps\tseed\ttrain_wall_s\ttrain_cpu_s\tfreeze_wall_s\trmse_e_atom\trmse_f\tdpk_rmse_e_atom\tdpk_rmse_f\n' >"$TSV"
 
 # write_input STEPS PRECISION SEED FILE
 write_input() {
   python3 "$ROOT/benchmarks/water_input.py" "$ROOT/examples/water/se_e2_a/input.json" "$ROOT/examples/water/data" \
     "$1" "$4" "$2" "$(( $1 / 20 ))"
-  python3 - "$4" "$1" "$3" <<'EOF'
-import json, sys
-path, steps, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+  python3 - "$4" "$1" "$3" "$SCHEDULE" "$ROOT/examples/water/se_e2_a/input.json" <<'EOF'
+import json, math, sys
+path, steps, seed, schedule, source = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 j = json.load(open(path))
-j["learning_rate"]["decay_steps"] = steps // 50
+lr = j["learning_rate"]
+if schedule == "whole":
+    lr["decay_steps"] = steps // 50
+else:   # the source's own schedule, its first `steps` steps
+    total = json.load(open(source))["training"]["numb_steps"]
+    lr["decay_rate"] = math.exp(math.log(max(lr["stop_lr"], 1e-10) / lr["start_lr"]) * lr["decay_steps"] / total)
 j["model"]["descriptor"]["seed"] = seed
 j["model"]["fitting_net"]["seed"] = seed
 j["training"]["seed"] = seed + 9
@@ -151,11 +163,11 @@ run() {
   [ "$code" = tf ] && freeze=$(cut -d' ' -f1 "$dir/freeze.time")
   [ -n "$DP" ] && read -r e f < <(rmse "$dir/dp_test.log")
   [ "$code" = dpk ] && read -r de df < <(rmse "$dir/dpk_test.log")
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$code" "$p" "$threads" "$n" "$s" "$wall" \
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$code" "$p" "$SCHEDULE" "$threads" "$n" "$s" "$wall" \
     "$(python3 -c "print(f'{$user + $sys:.1f}')")" "$freeze" "$e" "$f" "$de" "$df" >>"$TSV"
 }
 
-echo "time_to_accuracy.sh: dpk $DPK_STEPS steps ($DPK_THREADS threads)${DP:+, DeePMD-kit TF $STEPS steps ($TF_THREADS threads)}, precision $PRECISIONS, seeds $SEEDS; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset)}" >&2
+echo "time_to_accuracy.sh: schedule $SCHEDULE; dpk $DPK_STEPS steps ($DPK_THREADS threads)${DP:+, DeePMD-kit TF $STEPS steps ($TF_THREADS threads)}, precision $PRECISIONS, seeds $SEEDS; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset)}" >&2
 for p in $PRECISIONS; do
   for s in $SEEDS; do
     [ -z "$DP" ] || run tf "$p" "$STEPS" "$s"
@@ -167,6 +179,7 @@ python3 - "$TSV" <<'EOF'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 names = {"dpk": "dpk-train", "tf": "DeePMD-kit TF"}
+print(f"schedule: {rows[0]['schedule'] if rows else '-'}")
 print("| precision | code | threads | steps | seed | train wall s | train CPU s | freeze s | "
       "rmse_e eV/atom (dp test) | rmse_f eV/A (dp test) | dpk-train test rmse_e / rmse_f |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")

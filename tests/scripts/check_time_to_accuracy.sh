@@ -3,8 +3,8 @@
 # (a `python` that imports anything, a `dp` that records what it was asked and prints RMSEs that
 # name the model it tested): the options it refuses, the input each code trains on (steps,
 # schedule, seeds, precision), the threads each code gets, that dpk's model reaches `dp test`
-# through dpk-train export + dp convert-backend, and that each RMSE lands in the row of the model
-# it belongs to (dpk-train test's own numbers beside dp test's).
+# through dpk-train export + dp convert-backend, that each RMSE lands in the row of the model it
+# belongs to (dpk-train test's own numbers beside dp test's), and both schedules' inputs.
 #   check_time_to_accuracy.sh SOURCE_DIR DPK_TRAIN WORK_DIR
 set -u
 [ $# -eq 3 ] || { echo "usage: $0 SOURCE_DIR DPK_TRAIN WORK_DIR" >&2; exit 2; }
@@ -27,6 +27,7 @@ refused "50 steps: at least 100" --steps 50
 refused "--precision: 'float16' is not float64 or float32" --precision float16
 refused "--dpk-threads: 'two' is not a positive integer" --dpk-threads two
 refused "unknown option '--seed'" --seed 3
+refused "--schedule: 'step' is not whole or input" --schedule step
 refused "'$work/none' is not built" --dpk-train "$work/none"
 
 # The stand-in venv.
@@ -70,6 +71,7 @@ for code, n in (("tf", 100), ("dpk", 100), ("dpk", 200)):
            d["seed"], f["seed"], t["seed"], d["precision"], f["precision"])
     want = (n, n // 20, n, n // 50, 2, 2, 11, "float32", "float32")
     assert got == want, (code, n, got, want)
+    assert "decay_rate" not in j["learning_rate"], j["learning_rate"]
     assert t["validation_data"]["systems"][0].endswith("/data_3"), t["validation_data"]
 EOF
 # dp: TF trained with 3 intra-op threads, 1 inter-op and 1 BLAS thread; dpk's model converted.
@@ -83,6 +85,7 @@ import csv, math, sys
 rows = {(r["code"], r["steps"]): r for r in csv.DictReader(open(sys.argv[1]), delimiter="\t")}
 assert set(rows) == {("tf", "100"), ("dpk", "100"), ("dpk", "200")}, rows.keys()
 tf = rows[("tf", "100")]
+assert all(r["schedule"] == "whole" for r in rows.values()), rows
 assert (tf["threads"], tf["rmse_e_atom"], tf["rmse_f"], tf["dpk_rmse_f"]) == ("3", "0.5", "0.25", "-"), tf
 assert float(tf["freeze_wall_s"]) >= 0
 for n in ("100", "200"):
@@ -96,10 +99,19 @@ for want in "| float32 | DeePMD-kit TF | 3 | 100 | 2 |" "| float32 | dpk-train |
   grep -qF -- "$want" <<<"$out" || fail "table lacks '$want'"
 done
 
-# Without a venv: dpk alone, tested by dpk-train test.
-out=$("$script" --dpk-train "$train" --steps 100 --precision float64 --dpk-threads 1 --out "$work/alone" 2>&1) \
-  || fail "dpk alone: $out"
+# Without a venv: dpk alone, tested by dpk-train test; the input's own schedule, its first 100 steps.
+out=$("$script" --dpk-train "$train" --steps 100 --precision float64 --dpk-threads 1 --schedule input \
+      --out "$work/alone" 2>&1) || fail "dpk alone: $out"
 grep -qF "no --venv: DeePMD-kit skipped" <<<"$out" || fail "no message about the missing venv: $out"
+grep -qx "schedule: input" <<<"$out" || fail "no 'schedule: input' line: $out"
+python3 - "$work/alone/dpk-float64-n100-s1/input.json" "$src/examples/water/se_e2_a/input.json" <<'EOF' || fail "input schedule"
+import json, sys
+run, source = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+lr, lr0 = run["learning_rate"], source["learning_rate"]
+assert run["training"]["numb_steps"] == 100 and lr["decay_steps"] == lr0["decay_steps"], lr
+want = (lr0["stop_lr"] / lr0["start_lr"]) ** (lr0["decay_steps"] / source["training"]["numb_steps"])
+assert abs(lr["decay_rate"] - want) < 1e-14 * want, (lr["decay_rate"], want)
+EOF
 grep -qE "^\| float64 \| dpk-train \| 1 \| 100 \| 1 \| .* \| - \| - \| - \| [0-9.e-]+ / [0-9.e-]+ \|$" <<<"$out" \
   || fail "dpk-only row: $out"
 echo "check_time_to_accuracy: OK"
