@@ -122,7 +122,8 @@ apt_install() {
 
 PKGS=(build-essential cmake ccache pkg-config dpkg-dev libopenmpi-dev openmpi-bin libopenblas-dev
       doctest-dev nlohmann-json3-dev libcli11-dev libbenchmark-dev python3 python3-numpy python3-matplotlib
-      libhdf5-dev libyaml-cpp-dev lammps liblammps-dev clang libomp-14-dev libfuzzer-14-dev libclang-rt-14-dev)
+      libhdf5-dev libyaml-cpp-dev lammps liblammps-dev clang libomp-14-dev libfuzzer-14-dev libclang-rt-14-dev
+      time)
 ensure_sources "$WANT_CUDA"
 apt_install "${PKGS[@]}"
 
