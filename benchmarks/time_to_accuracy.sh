@@ -135,14 +135,14 @@ EOF
 
 # run CODE PRECISION STEPS SEED: one training run, its model tested, one row in the TSV
 run() {
-  local code="$1" p="$2" n="$3" s="$4" dir="$OUT/$1-$2-n$3-s$4" threads wall user sys freeze="-" e="-" f="-" de="-" df="-"
+  local code="$1" p="$2" n="$3" s="$4" dir="$OUT/$1-$2-n$3-s$4" threads="$TF_THREADS" wall user sys freeze="-" e="-" f="-" de="-" df="-"
+  [ "$code" = dpk ] && threads="$DPK_THREADS"
   rm -rf "$dir"; mkdir -p "$dir"
   write_input "$n" "$p" "$s" "$dir/input.json"
   echo "time_to_accuracy.sh: $code $p $n steps seed $s ($(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1 /proc/loadavg))" >&2
   (
     cd "$dir" || exit 1
     if [ "$code" = dpk ]; then
-      threads="$DPK_THREADS"
       timed train.log train.time env OMP_NUM_THREADS="$threads" "$DPK_TRAIN" train input.json
       checked dpk_test.log "$DPK_TRAIN" test -m model.dpk -s "$VALIDATION"
       if [ -n "$DP" ]; then
@@ -150,15 +150,12 @@ run() {
         checked convert.log "$DP" convert-backend model.dp model.pb
       fi
     else
-      threads="$TF_THREADS"
       timed train.log train.time env OMP_NUM_THREADS="$threads" DP_INTRA_OP_PARALLELISM_THREADS="$threads" \
         DP_INTER_OP_PARALLELISM_THREADS=1 OPENBLAS_NUM_THREADS=1 "$DP" --tf train input.json
       timed freeze.log freeze.time "$DP" --tf freeze -o model.pb
     fi
     [ -z "$DP" ] || checked dp_test.log "$DP" --tf test -m model.pb -s "$VALIDATION"
-    echo "$threads" >threads.txt
   ) || exit 1
-  threads=$(cat "$dir/threads.txt")
   read -r wall user sys <"$dir/train.time"
   [ "$code" = tf ] && freeze=$(cut -d' ' -f1 "$dir/freeze.time")
   [ -n "$DP" ] && read -r e f < <(rmse "$dir/dp_test.log")
