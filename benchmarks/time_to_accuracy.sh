@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# Time to accuracy, dpk vs DeePMD-kit's TensorFlow backend: each code trains DeePMD-kit's water
-# example (examples/water/se_e2_a/input.json, its nets, loss and batch size) for a whole schedule
-# of N steps from its own initialisation, and DeePMD-kit's `dp --tf test` then measures both models
-# on the validation system data_3 (80 frames): dpk's model goes through `dpk-train export` and
+# Time to accuracy, dpk vs DeePMD-kit's TensorFlow backend: each code trains an input.json (default
+# DeePMD-kit's water example, examples/water/se_e2_a/input.json; --input for another, e.g.
+# examples/eam/copper/input.json: its nets, loss and batch size, its training systems) for a whole
+# schedule of N steps from its own initialisation, and DeePMD-kit's `dp --tf test` then measures
+# both models on the input's first validation system (water: data_3, 80 frames; system paths are
+# taken relative to the input's folder): dpk's model goes through `dpk-train export` and
 # `dp convert-backend`, so one tool tests both; `dpk-train test` on dpk's own file is printed
 # beside it. Installs nothing: DeePMD-kit comes from a venv (--venv, recipe in
 # docs/performance.md); without one only dpk runs and tests itself.
 #
-#   benchmarks/time_to_accuracy.sh --venv DIR [--dpk-train PATH] [--steps N] [--dpk-steps "N ..."]
+#   benchmarks/time_to_accuracy.sh --venv DIR [--input FILE] [--dpk-train PATH] [--steps N] [--dpk-steps "N ..."]
 #       [--precision "float64 float32"] [--schedule whole|input] [--seeds "1"] [--dpk-threads T]
 #       [--tf-threads T] [--out DIR]
 #
 # The learning-rate schedule of an N-step run (numb_steps = N in both codes' input): `whole`
 # (default) runs the input's start_lr -> stop_lr over the N steps with decay_steps = N / 50 (the
-# input's 5000 is meant for a million steps: DeePMD-kit would replace it by 100 in a 5000-step run
-# and decay it only 4 times in a 20000-step one); `input` runs the first N steps of the input's
+# water input's 5000 is meant for a million steps: DeePMD-kit would replace it by 100 in a 5000-step
+# run and decay it only 4 times in a 20000-step one); `input` runs the first N steps of the input's
 # own schedule (its decay_steps, and decay_rate = (stop_lr / start_lr)^(decay_steps / the input's
 # numb_steps), which both codes then use as given), so runs of different lengths lie on one
 # curve. The loss prefactors follow the learning rate in both. lcurve.out every N / 20 steps, one
@@ -32,7 +34,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV="" DPK_TRAIN="$ROOT/build/openmp/examples/trainer/dpk-train" STEPS=5000 DPK_STEPS="" PRECISIONS="float64 float32"
-SEEDS="1" SCHEDULE=whole DPK_THREADS=$(nproc) TF_THREADS=1 OUT="$ROOT/out/time_to_accuracy"
+SEEDS="1" SCHEDULE=whole INPUT="$ROOT/examples/water/se_e2_a/input.json" DPK_THREADS=$(nproc) TF_THREADS=1 OUT="$ROOT/out/time_to_accuracy"
 while [ $# -gt 0 ]; do
   case "$1" in
     --venv) VENV="$2"; shift 2 ;;
@@ -45,7 +47,8 @@ while [ $# -gt 0 ]; do
     --tf-threads) TF_THREADS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --schedule) SCHEDULE="$2"; shift 2 ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    --input) INPUT="$2"; shift 2 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "time_to_accuracy.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -68,6 +71,20 @@ for p in $PRECISIONS; do
   case "$p" in float64|float32) ;; *) echo "time_to_accuracy.sh: --precision: '$p' is not float64 or float32" >&2; exit 2 ;; esac
 done
 case "$DPK_TRAIN" in /*) ;; *) DPK_TRAIN="$PWD/$DPK_TRAIN" ;; esac
+[ -f "$INPUT" ] || { echo "time_to_accuracy.sh: --input: '$INPUT' not found" >&2; exit 2; }
+INPUT=$(realpath "$INPUT")
+# the input's first validation system, absolute (relative paths are from the input's folder)
+VALIDATION=$(python3 - "$INPUT" <<'EOF'
+import json, os, sys
+try:
+    systems = json.load(open(sys.argv[1]))["training"]["validation_data"]["systems"]
+    first = systems if isinstance(systems, str) else systems[0]
+except (KeyError, IndexError, TypeError, ValueError) as e:
+    sys.exit(f"time_to_accuracy.sh: --input {sys.argv[1]}: no training.validation_data.systems to test the models on ({e!r})")
+print(os.path.normpath(os.path.join(os.path.dirname(sys.argv[1]), first)))
+EOF
+) || exit 2
+[ -d "$VALIDATION" ] || { echo "time_to_accuracy.sh: --input $INPUT: validation system '$VALIDATION' not found" >&2; exit 2; }
 [ -x "$DPK_TRAIN" ] || { echo "time_to_accuracy.sh: '$DPK_TRAIN' is not built (cmake --build build/openmp --target dpk-train)" >&2; exit 2; }
 command -v /usr/bin/time >/dev/null || { echo "time_to_accuracy.sh: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
 DP=""
@@ -77,29 +94,36 @@ if [ -n "$VENV" ]; then
 else
   echo "time_to_accuracy.sh: no --venv: DeePMD-kit skipped, dpk's models tested by dpk-train test only" >&2
 fi
-VALIDATION="$ROOT/examples/water/data/data_3"
 
 mkdir -p "$OUT"
 TSV="$OUT/results.tsv"
 printf 'code\tprecision\tschedule\tthreads\tsteps\tseed\ttrain_wall_s\ttrain_cpu_s\tfreeze_wall_s\trmse_e_atom\trmse_f\tdpk_rmse_e_atom\tdpk_rmse_f\n' >"$TSV"
 
-# write_input STEPS PRECISION SEED FILE
+# write_input STEPS PRECISION SEED FILE: the input of one run, its systems as absolute paths
 write_input() {
-  python3 "$ROOT/benchmarks/water_input.py" "$ROOT/examples/water/se_e2_a/input.json" "$ROOT/examples/water/data" \
-    "$1" "$4" "$2" "$(( $1 / 20 ))"
-  python3 - "$4" "$1" "$3" "$SCHEDULE" "$ROOT/examples/water/se_e2_a/input.json" <<'EOF'
-import json, math, sys
-path, steps, seed, schedule, source = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-j = json.load(open(path))
+  python3 - "$4" "$1" "$3" "$SCHEDULE" "$INPUT" "$2" <<'EOF'
+import json, math, os, sys
+path, steps, seed, schedule, source, precision = sys.argv[1:4] + sys.argv[4:7]
+steps, seed = int(steps), int(seed)
+j = json.load(open(source))
+t = j["training"]
+for part in ("training_data", "validation_data"):
+    if part in t:
+        systems = t[part]["systems"]
+        systems = [systems] if isinstance(systems, str) else systems
+        t[part]["systems"] = [os.path.normpath(os.path.join(os.path.dirname(source), s)) for s in systems]
+t["numb_steps"], t["disp_freq"], t["save_freq"] = steps, steps // 20, steps
+j["model"]["descriptor"]["precision"] = precision
+j["model"]["fitting_net"]["precision"] = precision
 lr = j["learning_rate"]
 if schedule == "whole":
     lr["decay_steps"] = steps // 50
 else:   # the source's own schedule, its first `steps` steps
-    total = json.load(open(source))["training"]["numb_steps"]
-    lr["decay_rate"] = math.exp(math.log(max(lr["stop_lr"], 1e-10) / lr["start_lr"]) * lr["decay_steps"] / total)
+    lr["decay_rate"] = math.exp(math.log(max(lr["stop_lr"], 1e-10) / lr["start_lr"]) * lr["decay_steps"]
+                                / json.load(open(source))["training"]["numb_steps"])
 j["model"]["descriptor"]["seed"] = seed
 j["model"]["fitting_net"]["seed"] = seed
-j["training"]["seed"] = seed + 9
+t["seed"] = seed + 9
 json.dump(j, open(path, "w"), indent=1)
 EOF
 }
@@ -164,7 +188,7 @@ run() {
     "$(python3 -c "print(f'{$user + $sys:.1f}')")" "$freeze" "$e" "$f" "$de" "$df" >>"$TSV"
 }
 
-echo "time_to_accuracy.sh: schedule $SCHEDULE; dpk $DPK_STEPS steps ($DPK_THREADS threads)${DP:+, DeePMD-kit TF $STEPS steps ($TF_THREADS threads)}, precision $PRECISIONS, seeds $SEEDS; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset)}" >&2
+echo "time_to_accuracy.sh: $INPUT, schedule $SCHEDULE; dpk $DPK_STEPS steps ($DPK_THREADS threads)${DP:+, DeePMD-kit TF $STEPS steps ($TF_THREADS threads)}, precision $PRECISIONS, seeds $SEEDS; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset)}" >&2
 for p in $PRECISIONS; do
   for s in $SEEDS; do
     [ -z "$DP" ] || run tf "$p" "$STEPS" "$s"
@@ -172,10 +196,11 @@ for p in $PRECISIONS; do
   done
 done
 
-python3 - "$TSV" <<'EOF'
+python3 - "$TSV" "$INPUT" <<'EOF'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 names = {"dpk": "dpk-train", "tf": "DeePMD-kit TF"}
+print(f"input: {sys.argv[2]}")
 print(f"schedule: {rows[0]['schedule'] if rows else '-'}")
 print("| precision | code | threads | steps | seed | train wall s | train CPU s | freeze s | "
       "rmse_e eV/atom (dp test) | rmse_f eV/A (dp test) | dpk-train test rmse_e / rmse_f |")

@@ -11,7 +11,8 @@ data_3 for validation, each N frames (default 200) from segments of NVT dynamics
 and 1200 K, each segment in a randomly strained cell (normal strains within +-3 %, shears within
 +-2 %). Copper: 108 Cu. Al-Cu-Mg: Al-rich fcc solid solutions, Cu and Mg on random sites, one
 composition per system (validation: one the training systems do not have). Deterministic for a
-given seed. Needs numpy and LAMMPS' `lmp` (Debian: python3-numpy, lammps; MANYBODY's eam/alloy).
+given seed (to rounding across numpy versions, whose exp and log differ in the last bit). Needs
+numpy and LAMMPS' `lmp` (Debian: python3-numpy, lammps; MANYBODY's eam/alloy).
 """
 import argparse
 import math
@@ -58,12 +59,12 @@ def lammps_input(names, counts, frames, rng, work):
     length = 3 * a
     with open(os.path.join(work, "atoms.data"), "w") as f:
         f.write(f"fcc cell, {' '.join(names)}\n\n{len(types)} atoms\n{len(names)} atom types\n")
-        f.write(f"0 {length!r} xlo xhi\n0 {length!r} ylo yhi\n0 {length!r} zlo zhi\n0 0 0 xy xz yz\n\nMasses\n\n")
+        f.write(f"0 {length:.17g} xlo xhi\n0 {length:.17g} ylo yhi\n0 {length:.17g} zlo zhi\n0 0 0 xy xz yz\n\nMasses\n\n")
         for t, n in enumerate(names):
             f.write(f"{t + 1} {zhou_eam.PARAMETERS[n]['mass']}\n")
         f.write("\nAtoms # atomic\n\n")
         for i, (t, x) in enumerate(zip(types, frac * length)):
-            f.write(f"{i + 1} {t + 1} {x[0]!r} {x[1]!r} {x[2]!r}\n")
+            f.write(f"{i + 1} {t + 1} {x[0]:.17g} {x[1]:.17g} {x[2]:.17g}\n")
     segments = -(-frames // SEGMENT_FRAMES)
     lines = []
     for s in range(segments):
@@ -75,8 +76,8 @@ def lammps_input(names, counts, frames, rng, work):
             "clear", "units metal", "atom_style atomic", "boundary p p p", "atom_modify map array",
             "timestep 0.001", "read_data atoms.data",
             "pair_style eam/alloy", f"pair_coeff * * potential.eam.alloy {' '.join(names)}",
-            f"change_box all x scale {normal[0]!r} y scale {normal[1]!r} z scale {normal[2]!r} "
-            f"xy final {shear[0]!r} xz final {shear[1]!r} yz final {shear[2]!r} remap units box",
+            f"change_box all x scale {normal[0]:.17g} y scale {normal[1]:.17g} z scale {normal[2]:.17g} "
+            f"xy final {shear[0]:.17g} xz final {shear[1]:.17g} yz final {shear[2]:.17g} remap units box",
             f"velocity all create {2 * temp} {int(rng.integers(1, 2**30))} mom yes rot no dist gaussian",
             f"fix md all nvt temp {temp} {temp} 0.1",
             f"run {EQUILIBRATION_STEPS}",

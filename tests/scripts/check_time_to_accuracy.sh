@@ -4,7 +4,8 @@
 # name the model it tested): the options it refuses, the input each code trains on (steps,
 # schedule, seeds, precision), the threads each code gets, that dpk's model reaches `dp test`
 # through dpk-train export + dp convert-backend, that each RMSE lands in the row of the model it
-# belongs to (dpk-train test's own numbers beside dp test's), and both schedules' inputs.
+# belongs to (dpk-train test's own numbers beside dp test's), both schedules' inputs, and --input:
+# another input.json whose relative system paths are taken from its own folder.
 #   check_time_to_accuracy.sh SOURCE_DIR DPK_TRAIN WORK_DIR
 set -u
 [ $# -eq 3 ] || { echo "usage: $0 SOURCE_DIR DPK_TRAIN WORK_DIR" >&2; exit 2; }
@@ -29,6 +30,11 @@ refused "--dpk-threads: 'two' is not a positive integer" --dpk-threads two
 refused "unknown option '--seed'" --seed 3
 refused "--schedule: 'step' is not whole or input" --schedule step
 refused "'$work/none' is not built" --dpk-train "$work/none"
+refused "--input: '$work/none.json' not found" --input "$work/none.json"
+echo '{"training": {"training_data": {"systems": ["a"]}}}' >"$work/no_validation.json"
+refused "no training.validation_data.systems" --input "$work/no_validation.json"
+echo '{"training": {"validation_data": {"systems": ["gone"]}}}' >"$work/gone.json"
+refused "validation system '$work/gone' not found" --input "$work/gone.json"
 
 # The stand-in venv.
 printf '#!/bin/sh\nexit 0\n' >"$work/venv/bin/python"
@@ -114,4 +120,24 @@ assert abs(lr["decay_rate"] - want) < 1e-14 * want, (lr["decay_rate"], want)
 EOF
 grep -qE "^\| float64 \| dpk-train \| 1 \| 100 \| 1 \| .* \| - \| - \| - \| [0-9.e-]+ / [0-9.e-]+ \|$" <<<"$out" \
   || fail "dpk-only row: $out"
+# --input: the water input one folder deeper, its systems reached through ../../ (a link to the data)
+mkdir -p "$work/elsewhere/a/b" && ln -s "$src/examples/water/data" "$work/elsewhere/water_data"
+python3 - "$src/examples/water/se_e2_a/input.json" "$work/elsewhere/a/b/in.json" <<'EOF' || fail "writing in.json"
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["training"]["training_data"]["systems"] = ["../../water_data/data_1", "../../water_data/data_2"]
+j["training"]["validation_data"]["systems"] = "../../water_data/data_0"
+json.dump(j, open(sys.argv[2], "w"))
+EOF
+out=$(cd "$work/elsewhere" && "$script" --input a/b/in.json --dpk-train "$train" --steps 100 --precision float64 \
+      --dpk-threads 1 --out "$work/other" 2>&1) || fail "--input: $out"
+grep -qF "input: $work/elsewhere/a/b/in.json" <<<"$out" || fail "--input: table does not name the input: $out"
+python3 - "$work/other/dpk-float64-n100-s1/input.json" "$work/elsewhere/water_data" <<'EOF' || fail "--input systems"
+import json, sys
+t = json.load(open(sys.argv[1]))["training"]
+assert t["training_data"]["systems"] == [sys.argv[2] + "/data_1", sys.argv[2] + "/data_2"], t["training_data"]
+assert t["validation_data"]["systems"] == [sys.argv[2] + "/data_0"], t["validation_data"]
+EOF
+grep -qE "^# system +: $work/elsewhere/water_data/data_0\$" "$work/other/dpk-float64-n100-s1/dpk_test.log" \
+  || fail "--input: dpk-train test not on the input's validation system: $(head -3 "$work/other/dpk-float64-n100-s1/dpk_test.log")"
 echo "check_time_to_accuracy: OK"
