@@ -14,36 +14,43 @@
 # at beta1 and beta2, global_step 0), and `dp --tf train --init-model` trains from it. dpk trains
 # from its own model file with --init-model (fresh Adam, step 0). Cases: float64 with DeePMD-kit
 # 3.2's warmup, smooth decay, stop_lr_ratio and Adam betas; float64 with type_one_side false and
-# the plain schedule; float32.
+# the plain schedule; float32; and float64 on one Al-Cu-Mg frame of examples/eam (three types,
+# nine embedding nets, a virial term in the loss: the training gradient's second-order virial
+# path), made here by examples/eam/make_data.py (needs numpy in PYTHON and LAMMPS' lmp).
 source "$(dirname "$0")/deepmd_check_env.sh" check_deepmd_training "${1:-}"
 
-# ---- the inputs: one frame of the water example; three cases
-"$PYTHON" - "$ROOT/examples/water/data/data_0" <<'EOF'
+CASES="f64_warmup_betas f64_tos_false f32 f64_alcumg_virial"
+# ---- the inputs: one frame of the water example, one Al-Cu-Mg frame; four cases
+"$PYTHON" "$ROOT/examples/eam/make_data.py" alcumg alcumg --frames 1 > alcumg.log
+"$PYTHON" - "$ROOT/examples/water/data/data_0" alcumg/data_0 <<'EOF'
 import json, os, shutil, sys
 import numpy as np
-src = sys.argv[1]
-os.makedirs("one/set.000", exist_ok=True)
-for f in ("type.raw", "type_map.raw"):
-    shutil.copy(os.path.join(src, f), os.path.join("one", f))
-for f in os.listdir(os.path.join(src, "set.000")):
-    np.save(os.path.join("one/set.000", f), np.load(os.path.join(src, "set.000", f))[:1])
+for src, one in zip(sys.argv[1:], ("one", "one_alcumg")):
+    os.makedirs(f"{one}/set.000", exist_ok=True)
+    for f in ("type.raw", "type_map.raw"):
+        shutil.copy(os.path.join(src, f), os.path.join(one, f))
+    for f in os.listdir(os.path.join(src, "set.000")):
+        np.save(os.path.join(one, "set.000", f), np.load(os.path.join(src, "set.000", f))[:1])
 warmup = {"type": "exp", "start_lr": 1e-3, "stop_lr_ratio": 1e-2, "decay_steps": 4, "warmup_steps": 5,
           "warmup_start_factor": 0.2, "smooth": True}
 plain = {"type": "exp", "start_lr": 1e-3, "stop_lr": 1e-5, "decay_steps": 4}
-cases = {"f64_warmup_betas": ("float64", True, warmup, {"type": "Adam", "adam_beta1": 0.85, "adam_beta2": 0.99}),
-         "f64_tos_false": ("float64", False, plain, None),
-         "f32": ("float32", True, plain, None)}
-for name, (precision, one_side, lr, optimizer) in cases.items():
+water = (["O", "H"], [46, 92], 0.5, "one", 0)
+alloy = (["Al", "Cu", "Mg"], [64, 20, 16], 2.0, "one_alcumg", 1)
+cases = {"f64_warmup_betas": ("float64", True, warmup, {"type": "Adam", "adam_beta1": 0.85, "adam_beta2": 0.99}, water),
+         "f64_tos_false": ("float64", False, plain, None, water),
+         "f32": ("float32", True, plain, None, water),
+         "f64_alcumg_virial": ("float64", False, plain, None, alloy)}
+for name, (precision, one_side, lr, optimizer, (type_map, sel, smth, one, pref_v)) in cases.items():
     os.makedirs(name, exist_ok=True)
-    c = {"model": {"type_map": ["O", "H"],
-                   "descriptor": {"type": "se_e2_a", "sel": [46, 92], "rcut_smth": 0.5, "rcut": 6.0, "neuron": [8, 16],
+    c = {"model": {"type_map": type_map,
+                   "descriptor": {"type": "se_e2_a", "sel": sel, "rcut_smth": smth, "rcut": 6.0, "neuron": [8, 16],
                                   "resnet_dt": False, "axis_neuron": 4, "type_one_side": one_side, "seed": 1,
                                   "precision": precision},
                    "fitting_net": {"neuron": [32, 32, 32], "resnet_dt": True, "seed": 1, "precision": precision}},
          "learning_rate": lr,
          "loss": {"type": "ener", "start_pref_e": 0.02, "limit_pref_e": 1, "start_pref_f": 1000, "limit_pref_f": 1,
-                  "start_pref_v": 0, "limit_pref_v": 0},
-         "training": {"training_data": {"systems": [os.path.abspath("one")], "batch_size": 1}, "numb_steps": 30,
+                  "start_pref_v": pref_v, "limit_pref_v": pref_v},
+         "training": {"training_data": {"systems": [os.path.abspath(one)], "batch_size": 1}, "numb_steps": 30,
                       "seed": 10, "disp_file": "lcurve.out", "disp_freq": 1, "save_freq": 1, "max_ckpt_keep": 40}}
     if optimizer:
         c["optimizer"] = optimizer
@@ -54,7 +61,7 @@ for name, (precision, one_side, lr, optimizer) in cases.items():
     json.dump(c, open(os.path.join(name, "template.json"), "w"), indent=1)
 EOF
 
-for case in f64_warmup_betas f64_tos_false f32; do
+for case in $CASES; do
   say "$case: dpk's start, DeePMD-kit's checkpoint of it"
   (
     cd "$case"
@@ -107,7 +114,8 @@ EOF
 done
 
 say "weights after n steps: largest |dpk - DeePMD-kit| over a tensor / largest move of that tensor from the start"
-"$PYTHON" - <<'EOF'
+"$PYTHON" - "$CASES" <<'EOF'
+import sys
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import tensor_util
@@ -119,7 +127,7 @@ def columns(path):
     return [line.split()[1:] for line in open(path) if not line.startswith("#")]
 print("| case | steps | worst tensor | difference / move | median over tensors | lcurve.out columns |")
 print("|---|---|---|---|---|---|")
-for case in ("f64_warmup_betas", "f64_tos_false", "f32"):
+for case in sys.argv[1].split():
     start = constants(f"{case}/init.pb")
     for n in (1, 5, 30):
         dpk = constants(f"{case}/dpk{n}.pb")
