@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace dpk_test {
 
@@ -26,6 +27,31 @@ inline double brute_min_distance(double const* coord, double const* box, int nat
             best = std::min(best, std::sqrt(r2));
           }
   return best;
+}
+
+/// Brute-force neighbour counts of one frame: for each type t, the most neighbours of type t
+/// (atoms or images in the 26 neighbouring cells, r < rcut) that any atom has. Exact when rcut is
+/// below the box's smallest width.
+inline std::vector<int> brute_max_neighbors(double const* coord, double const* box, int const* types, int natoms,
+                                            int ntypes, double rcut) {
+  std::vector<int> most(std::size_t(ntypes), 0);
+  for (int i = 0; i < natoms; ++i) {
+    std::vector<int> count(std::size_t(ntypes), 0);
+    for (int j = 0; j < natoms; ++j)
+      for (int a = -1; a <= 1; ++a)
+        for (int b = -1; b <= 1; ++b)
+          for (int c = -1; c <= 1; ++c) {
+            if (i == j && a == 0 && b == 0 && c == 0) continue;
+            double r2 = 0;
+            for (int k = 0; k < 3; ++k) {
+              double const d = coord[3 * j + k] + a * box[k] + b * box[3 + k] + c * box[6 + k] - coord[3 * i + k];
+              r2 += d * d;
+            }
+            if (r2 < rcut * rcut) ++count[std::size_t(types[j])];
+          }
+    for (int t = 0; t < ntypes; ++t) most[std::size_t(t)] = std::max(most[std::size_t(t)], count[std::size_t(t)]);
+  }
+  return most;
 }
 
 }  // namespace dpk_test

@@ -1042,6 +1042,20 @@ TEST_CASE("input.json: DeePMD-kit keys that change the model are read, or refuse
   CHECK(parse(k).training.numb_steps == 12);
 }
 
+TEST_CASE("input.json: \"sel\": \"auto\" and \"auto:RATIO\" as DeePMD-kit reads them") {
+  nlohmann::json j = minimal_input();
+  for (auto const& form : std::vector<std::pair<std::string, double>>{{"auto", 1.1}, {"auto:1.25", 1.25}, {"auto:2", 2.0}}) {
+    std::string const& text = form.first;
+    double const ratio = form.second;
+    CAPTURE(text);
+    j["model"]["descriptor"]["sel"] = text;
+    dpk::InputConfig const c = parse(j);
+    REQUIRE(c.descriptor.sel_auto.has_value());
+    CHECK(*c.descriptor.sel_auto == ratio);
+    CHECK(c.descriptor.sel.empty());  // the trainer resolves it from the data
+  }
+}
+
 TEST_CASE("input.json bad input: one error naming the file and the key path") {
   nlohmann::json j = minimal_input();
 
@@ -1059,8 +1073,12 @@ TEST_CASE("input.json bad input: one error naming the file and the key path") {
     expect(j, {"model.descriptor.sel[1]: expected a non-negative integer, got -3"});
   }
   SUBCASE("sel of the wrong type or length") {
-    j["model"]["descriptor"]["sel"] = "auto";
-    expect(j, {"model.descriptor.sel", "\"auto\" is not supported"});
+    for (char const* bad : {"automatic", "auto:", "auto:x", "auto:-1", "auto:0", "auto:1:2", "auto:inf", "Auto"}) {
+      CAPTURE(bad);
+      j["model"]["descriptor"]["sel"] = bad;
+      expect(j, {"model.descriptor.sel", "expected a list of integers (one per type), \"auto\" or \"auto:RATIO\"",
+                 std::string("got \"") + bad + "\""});
+    }
     j["model"]["descriptor"]["sel"] = {4, 1.5};
     expect(j, {"model.descriptor.sel[1]", "got 1.5"});
     j["model"]["descriptor"]["sel"] = {4, 8, 2};

@@ -703,6 +703,87 @@ TEST_CASE("trainer: stored neighbour distance; compressed training moves only th
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("neighbour statistics: counts and nearest distance of every frame equal a brute-force search") {
+  using Space = dpk::DefaultExecutionSpace;
+  dpk::System const frames = water_frames(0, 6);
+  std::vector<int> want(2, 0);
+  double nearest = std::numeric_limits<double>::infinity();
+  for (int f = 0; f < frames.nframes; ++f) {
+    double const* coord = &frames.coord[std::size_t(f) * 3 * frames.natoms];
+    double const* box = &frames.box[std::size_t(f) * 9];
+    auto const most = dpk_test::brute_max_neighbors(coord, box, frames.types.data(), frames.natoms, 2, 6.0);
+    for (int t = 0; t < 2; ++t) want[std::size_t(t)] = std::max(want[std::size_t(t)], most[std::size_t(t)]);
+    nearest = std::min(nearest, dpk_test::brute_min_distance(coord, box, frames.natoms));
+  }
+  dpk::DataSampler const sampler({frames}, dpk::BatchSize{false, 1, {}}, 0, {dpk::SamplingMode::sequential, {}});
+  // The default start (32 slots per type) is short for both types here: the search grows them.
+  for (std::vector<int> start : {std::vector<int>{}, std::vector<int>{46, 92}, std::vector<int>{8, 8}}) {
+    CAPTURE(start.size() ? start[0] : 0);
+    dpk::NeighborStat const stat = dpk::data_neighbor_stat<double>(Space(), sampler, 6.0, 2, start);
+    CHECK(stat.max_neighbors == want);
+    CHECK(stat.min_distance == doctest::Approx(nearest).epsilon(1e-13));
+    CHECK(stat.frames == 6);
+  }
+  CHECK(want[0] > 32);  // the growth above was exercised
+  CHECK(want[1] > 32);
+  // DeePMD-kit's rule for "sel": "auto:ratio" (deepmd/utils/update_sel.py): int(count * ratio),
+  // rounded up to a multiple of 4; DeePMD-kit 3.2 resolves the water example's data to [44, 80].
+  CHECK(dpk::auto_sel({38, 72}, 1.1) == std::vector<int>{44, 80});
+  CHECK(dpk::auto_sel({59, 15, 11}, 1.25) == std::vector<int>{76, 20, 16});
+  CHECK(dpk::auto_sel({40, 0, 1}, 1.0) == std::vector<int>{40, 0, 4});
+}
+
+TEST_CASE("trainer: sel \"auto\" from the training frames; a too small sel warned about over all of them") {
+  using Space = dpk::DefaultExecutionSpace;
+  dpk::Communicator comm;
+  std::vector<dpk::System> const frames = {water_frames(0, 4)};
+  std::vector<int> counts(2, 0);
+  for (int f = 0; f < 4; ++f) {
+    auto const most = dpk_test::brute_max_neighbors(&frames[0].coord[std::size_t(f) * 3 * frames[0].natoms],
+                                                    &frames[0].box[std::size_t(f) * 9], frames[0].types.data(),
+                                                    frames[0].natoms, 2, 6.0);
+    for (int t = 0; t < 2; ++t) counts[std::size_t(t)] = std::max(counts[std::size_t(t)], most[std::size_t(t)]);
+  }
+  auto bracket = [](std::vector<int> const& v) {
+    std::string text;
+    for (int n : v) text += (text.empty() ? "[" : ", ") + std::to_string(n);
+    return text + "]";
+  };
+  std::string const dir = fresh_dir("auto_sel");
+  dpk::TrainerOptions options;
+  options.output_dir = dir;
+  options.data_stat_nbatch = 2;
+  std::ostringstream log;
+  options.log = &log;
+  dpk::InputConfig config = tiny_input(2);
+  config.descriptor.sel.clear();
+  config.descriptor.sel_auto = 1.25;
+  dpk::Trainer<double, Space>(config, frames, {}, options, comm).run();
+  dpk::ModelFileData const data = dpk::read_model_file(dir + "/model.dpk");
+  CHECK(data.descriptor.sel == dpk::auto_sel(counts, 1.25));
+  CHECK(data.training["min_neighbor_distance"].get<double>() ==
+        doctest::Approx(brute_min_distance(frames[0])).epsilon(1e-13));
+  CHECK(contains(log.str(), "dpk-train: sel " + bracket(data.descriptor.sel) +
+                                " (\"auto:1.25\": the 4 training frames have up to " +
+                                bracket(counts) + " neighbours"));
+  // --skip-neighbor-stat leaves nothing to take sel from
+  options.skip_neighbor_stat = true;
+  CHECK(contains(error_of([&] { dpk::Trainer<double, Space>(config, frames, {}, options, comm); }),
+                 "sel \"auto\" needs the neighbour statistics"));
+  // An explicit sel below the counts: the warning names the counts of all training frames.
+  options.skip_neighbor_stat = false;
+  options.output_dir = dir + "/small";
+  log.str("");
+  config = tiny_input(2);
+  config.descriptor.sel = {20, 40};
+  dpk::Trainer<double, Space>(config, frames, {}, options, comm).run();
+  CHECK(contains(log.str(), "dpk-train: warning: descriptor.sel [20, 40] is too small for these data: the 4 training "
+                            "frames have up to " + bracket(counts) +
+                            " neighbours of each type within rcut 6 A; use sel >= " +
+                            bracket(counts)));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("trainer: a NaN loss stops training and keeps the last good checkpoint") {
   using Space = dpk::DefaultExecutionSpace;
   dpk::Communicator comm;

@@ -233,6 +233,29 @@ int test_as(dpk::ModelFileData const& file, std::string const& model_path, std::
   return 0;
 }
 
+/// dpk-train neighbor-stat: DeePMD-kit's neighbour statistics of `roots` (systems or folders
+/// holding them), printed as `dp neighbor-stat` logs them.
+void neighbor_stat(std::vector<std::string> const& roots, double rcut, std::vector<std::string> const& type_map) {
+  std::vector<std::string> paths;
+  for (auto const& root : roots)
+    for (auto& p : dpk::expand_systems(root)) paths.push_back(std::move(p));
+  std::vector<dpk::System> systems = dpk::read_systems(paths, type_map);
+  int ntypes = int(type_map.size());
+  for (auto const& s : systems)
+    for (int t : s.types) ntypes = std::max(ntypes, t + 1);
+  dpk::DataSampler const sampler(std::move(systems), dpk::BatchSize{false, 1, {}}, 0,
+                                 {dpk::SamplingMode::sequential, {}});
+  dpk::NeighborStat const stat = dpk::data_neighbor_stat<double>(Space(), sampler, rcut, ntypes);
+  std::printf("# %zu system(s), %ld frame(s), rcut %g A, %d type(s)", paths.size(), stat.frames, rcut, ntypes);
+  if (!type_map.empty()) std::printf(": %s", dpk::detail::join_names(type_map).c_str());
+  // numpy's str() of the counts, as DeePMD-kit logs them: right-aligned to the widest
+  int width = 1;
+  for (int n : stat.max_neighbors) width = std::max(width, int(std::to_string(n).size()));
+  std::printf("\nmin_nbor_dist: %f\nmax_nbor_size: [", stat.min_distance);
+  for (int t = 0; t < ntypes; ++t) std::printf(t ? " %*d" : "%*d", width, stat.max_neighbors[std::size_t(t)]);
+  std::printf("]\n");
+}
+
 /// dpk-train compress: tables of every embedding net of model `in` (docs/compression.md),
 /// written with the original weights into `out`. The input range comes from the smallest
 /// neighbour distance of the training data of `input` (-t), else from the model file.
@@ -405,6 +428,17 @@ int main(int argc, char** argv) {
     compress->add_option("--check-frequency", check_frequency,
                          "count embedding inputs beyond the tables every N evaluations (-1: never)")->capture_default_str();
 
+    auto* nstat = app.add_subcommand("neighbor-stat", "the smallest neighbour distance and the most neighbours of "
+                                                      "each type within rcut over every frame (like dp neighbor-stat)");
+    std::vector<std::string> nstat_systems, nstat_types;
+    double nstat_rcut = 6.0;
+    nstat->add_option("-s,--system", nstat_systems,
+                      "deepmd/npy systems, or folders searched for them (every folder holding a type.raw)")
+        ->required();
+    nstat->add_option("-r,--rcut", nstat_rcut, "cutoff radius (A)")->capture_default_str()->check(CLI::PositiveNumber);
+    nstat->add_option("-t,--type-map", nstat_types,
+                      "element names in the model's type order (default: the systems' own type indices)");
+
     try {
       app.parse(argc, argv);
     } catch (CLI::ParseError const& e) {
@@ -448,6 +482,9 @@ int main(int argc, char** argv) {
         configure_threads();
         compress_model(compress_in, compress_out, compress_input, compress_step, compress_extrapolate,
                        check_frequency);
+      } else if (*nstat) {
+        configure_threads();
+        neighbor_stat(nstat_systems, nstat_rcut, nstat_types);
       } else if (*export_cmd) {
         export_deepmd(export_in, export_out);
       } else if (*import_cmd) {

@@ -8,6 +8,7 @@
 #include <dpk/parallel/communicator.hpp>
 #include <dpk/train/adam.hpp>
 #include <dpk/train/data_neighbor_distance.hpp>
+#include <dpk/train/data_neighbor_stat.hpp>
 #include <dpk/train/ener_loss.hpp>
 #include <dpk/train/energy_bias.hpp>
 #include <dpk/train/lcurve.hpp>

@@ -65,7 +65,10 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
   try {
     dpk::InputConfig const config = dpk::parse_input(text, "fuzz-input.json", scratch.root.string());
     // An accepted configuration obeys the checks parse_input documents.
-    if (config.descriptor.sel.empty() || config.descriptor.neuron.empty()) std::abort();
+    // sel: a list, or "auto[:ratio]" with a positive ratio and no list yet
+    if (config.descriptor.sel.empty() != bool(config.descriptor.sel_auto)) std::abort();
+    if (config.descriptor.sel_auto && !(*config.descriptor.sel_auto > 0)) std::abort();
+    if (config.descriptor.neuron.empty()) std::abort();
     if (config.descriptor.axis_neuron > config.descriptor.neuron.back()) std::abort();
     if (!(config.descriptor.rcut_smth < config.descriptor.rcut)) std::abort();
     if (config.training.training_data.systems.empty()) std::abort();

@@ -319,7 +319,7 @@ def main():
     @case
     def sel_too_small(name):
         # 14 atoms in a 5.5 A box, sel [2, 4]: the warning names the sel the data need
-        # (counted here by brute force over both frames, which the statistics batches cover).
+        # (counted here by brute force over both frames: all the training frames).
         d = case_dir(name)
         rng = random.Random(9)
         types = [0] * 5 + [1] * 9
@@ -328,7 +328,7 @@ def main():
         need = [max(x) for x in zip(*(neighbour_counts(types, c, cube(5.5), RCUT) for c in coords))]
         out, rc, text, s = train(d, input_json(os.path.join(d, "input.json"), [a], steps=2, sel=(2, 4)))
         ok = trained(name, out, rc, text, 2)
-        warning = ("dpk-train: warning: descriptor.sel [2, 4] is too small for these data: the statistics frames have "
+        warning = ("dpk-train: warning: descriptor.sel [2, 4] is too small for these data: the 2 training frames have "
                    "up to [%d, %d] neighbours of each type within rcut 4 A" % tuple(need))
         found = [line for line in text.splitlines() if line.startswith(warning)]
         ok = check(name, len(found) == 1, "no line starting with '%s'" % warning, text) and ok
@@ -348,8 +348,8 @@ def main():
             first = 2 if how == "--restart" else 0
             ok = check(name, rc2 == 0, "%s: exit status %d" % (how, rc2), text2) and ok
             lines = [line for line in text2.splitlines() if line.startswith(later)]
-            ok = check(name, len(lines) == 1 and lines[0].endswith("use sel >= [%d, %d] (dp neighbor-stat counts over "
-                                                                    "all frames)" % tuple(need)),
+            ok = check(name, len(lines) == 1 and lines[0].endswith("use sel >= [%d, %d] (dpk-train neighbor-stat counts "
+                                                                    "over all frames)" % tuple(need)),
                        "%s: no line '%s... use sel >= [%d, %d] ...'" % ((how, later) + tuple(need)), text2) and ok
             ok = check(name, lines and 0 <= text2.find(lines[0]) < text2.find("dpk-train: step %d/" % (first + 1)),
                        "%s: the warning is not printed before training" % how, text2) and ok

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
@@ -422,6 +423,20 @@ inline std::vector<DataConfig::ProbBlock> parse_auto_prob(std::string const& tex
   return blocks;
 }
 
+/// DeePMD-kit's `"sel": "auto"` or `"auto:RATIO"`: the ratio (1.1 for "auto"); errors name `path`.
+inline double parse_auto_sel(std::string const& text, std::string const& path, JsonSection& s) {
+  std::string const expected = "expected a list of integers (one per type), \"auto\" or \"auto:RATIO\" with RATIO "
+                               "a positive number, got \"" + text + "\"";
+  if (text == "auto") return 1.1;
+  if (text.rfind("auto:", 0) != 0) s.fail(path, expected);
+  std::string const number = text.substr(5);
+  char* end = nullptr;
+  double const ratio = number.empty() ? 0.0 : std::strtod(number.c_str(), &end);
+  if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(ratio) || !(ratio > 0))
+    s.fail(path, expected);
+  return ratio;
+}
+
 /// training.training_data or training.validation_data.
 inline DataConfig parse_data(JsonSection& parent, char const* name, std::string const& base_directory,
                              bool validation) {
@@ -541,9 +556,10 @@ inline InputConfig parse_input(std::string const& text, std::string const& sourc
     json const* sel = d.find({"sel"});
     if (sel == nullptr) d.fail("model.descriptor.sel", "required (a list with the maximum number of neighbours of each type)");
     if (sel->is_string())
-      d.fail("model.descriptor.sel", "\"" + sel->get<std::string>() + "\" is not supported by dpk; give a list of integers, one per type");
-    d.read_int_list({"sel"}, c.sel, 0, false);
-    if (!config.type_map.empty() && c.sel.size() != config.type_map.size())
+      c.sel_auto = detail::parse_auto_sel(sel->get<std::string>(), "model.descriptor.sel", d);
+    else
+      d.read_int_list({"sel"}, c.sel, 0, false);
+    if (!c.sel_auto && !config.type_map.empty() && c.sel.size() != config.type_map.size())
       d.fail("model.descriptor.sel", "has " + std::to_string(c.sel.size()) + " entries but model.type_map has " +
                                          std::to_string(config.type_map.size()) + " elements");
     d.read_positive({"rcut"}, c.rcut);

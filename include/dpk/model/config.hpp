@@ -13,7 +13,10 @@ namespace dpk {
 /// model.descriptor (type "se_e2_a", alias "se_a"). Defaults are DeePMD-kit's.
 struct DescriptorConfig {
   std::string type = "se_e2_a";
-  std::vector<int> sel;                       ///< max neighbours per type (required)
+  std::vector<int> sel;                       ///< max neighbours per type (required; empty while sel_auto)
+  /// `"sel": "auto"` / `"auto:RATIO"` in input.json: sel comes from the training data's
+  /// neighbour counts times this ratio (1.1 for "auto"), resolved by the trainer (auto_sel).
+  std::optional<double> sel_auto;
   double rcut = 6.0;                          ///< cutoff radius (A)
   double rcut_smth = 0.5;                     ///< start of the smooth switch (A)
   std::vector<int> neuron = {10, 20, 40};     ///< embedding widths; M1 = neuron.back()

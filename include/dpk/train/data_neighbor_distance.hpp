@@ -9,7 +9,7 @@
 #include <dpk/io/data_sampler.hpp>
 #include <dpk/io/model_file.hpp>
 #include <dpk/model/energy_model.hpp>
-#include <dpk/model/host_batch.hpp>
+#include <dpk/train/data_neighbor_stat.hpp>
 
 #include <algorithm>
 #include <limits>
@@ -26,19 +26,9 @@ double data_min_neighbor_distance(ExecutionSpace const& space, EnergyModel<Scala
                                   DataSampler const& sampler) {
   using Mem = memory_space_t<ExecutionSpace>;
   double nearest = std::numeric_limits<double>::infinity();
-  HostBatch batch;
-  Frames<Scalar, Mem> frames;
-  Labels<Scalar, Mem> labels;
-  auto const& systems = sampler.systems();
-  for (std::size_t s = 0; s < systems.size(); ++s) {
-    int const nframes = systems[s].nframes;
-    int const group = std::clamp(16384 / std::max(1, systems[s].natoms), 1, 64);
-    for (int first = 0; first < nframes; first += group) {
-      sampler.batch(int(s), first, std::min(group, nframes - first), batch);
-      upload(batch, frames, labels);
-      nearest = std::min(nearest, model.min_neighbor_distance(space, frames));
-    }
-  }
+  detail::for_each_frame_group<Scalar, Mem>(sampler, 16384, [&](Frames<Scalar, Mem> const& frames) {
+    nearest = std::min(nearest, model.min_neighbor_distance(space, frames));
+  });
   return nearest;
 }
 

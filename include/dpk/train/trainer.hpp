@@ -37,6 +37,7 @@
 #include <dpk/parallel/communicator.hpp>
 #include <dpk/train/adam.hpp>
 #include <dpk/train/data_neighbor_distance.hpp>
+#include <dpk/train/data_neighbor_stat.hpp>
 #include <dpk/train/ener_loss.hpp>
 #include <dpk/train/energy_bias.hpp>
 #include <dpk/train/lcurve.hpp>
@@ -152,18 +153,19 @@ class Trainer {
         worker_factor_(worker_scale(config_.learning_rate.scale_by_worker, comm.size())) {
     require(!training.empty(), "training.training_data.systems: no training systems");
     if (options_.data_stat_nbatch <= 0) options_.data_stat_nbatch = config_.statistics.nbatch;
-    ntypes_ = int(config_.descriptor.sel.size());
+    ntypes_ = config_.descriptor.sel_auto ? data_ntypes(training) : int(config_.descriptor.sel.size());
     if (!config_.type_map.empty())
       require(int(config_.type_map.size()) == ntypes_,
               "model.type_map has " + std::to_string(config_.type_map.size()) + " names but descriptor.sel has " +
                   std::to_string(ntypes_) + " entries");
-    model_ = std::make_unique<Model>(config_.descriptor, config_.fitting, ntypes_);
     std::uint64_t const seed = config_.training.seed.value_or(0);
     compute_energy_bias_table(training);
     std::uint64_t const rank_seed = seed ^ (std::uint64_t(comm_.rank()) * 0x9E3779B97F4A7C15ull);
     SamplerOptions train_options;
     train_options.weights = system_weights(config_.training.training_data, training);
     sampler_.emplace(std::move(training), config_.training.training_data.batch_size, rank_seed, train_options);
+    if (config_.descriptor.sel_auto) resolve_auto_sel();
+    model_ = std::make_unique<Model>(config_.descriptor, config_.fitting, ntypes_);
     if (!validation.empty()) {
       if (!config_.training.validation_data) config_.training.validation_data.emplace();
       SamplerOptions valid_options;
@@ -554,9 +556,23 @@ class Trainer {
     double distance = 0;  // 0: unknown
     if (auto const stored = stored_min_neighbor_distance(from)) {
       distance = *stored;
+    } else if (auto_sel_min_distance_) {
+      distance = *auto_sel_min_distance_;
     } else if (!options_.skip_neighbor_stat && comm_.is_root()) {
-      double const found = data_min_neighbor_distance(space_, *model_, *sampler_);
+      NeighborStat const stat =
+          data_neighbor_stat<Scalar>(space_, *sampler_, config_.descriptor.rcut, ntypes_, config_.descriptor.sel);
+      double const found = stat.min_distance;
       if (std::isfinite(found) && found > 0) distance = found;
+      bool short_of = false;
+      for (int t = 0; t < ntypes_; ++t) short_of |= stat.max_neighbors[std::size_t(t)] > config_.descriptor.sel[std::size_t(t)];
+      if (short_of) {
+        char rcut[32];
+        std::snprintf(rcut, sizeof rcut, "%g", config_.descriptor.rcut);
+        sel_warning_ = "descriptor.sel " + list_text(config_.descriptor.sel) + " is too small for these data: the " +
+                       std::to_string(stat.frames) + " training frames have up to " + list_text(stat.max_neighbors) +
+                       " neighbours of each type within rcut " + rcut + " A; use sel >= " +
+                       list_text(stat.max_neighbors) + " (\"sel\": \"auto\" takes them from the data)";
+      }
       if (log() && distance > 0)
         *log() << "dpk-train: smallest neighbour distance in the training data: " << distance
                << " A (stored in the model for dpk-train compress)\n";
@@ -619,6 +635,43 @@ class Trainer {
     if (dropped > 0) set_sel_warning(dropped, "the statistics frames");
   }
 
+  /// Types of a model whose input gives no sel list: model.type_map's, else the training data's
+  /// (its largest type index + 1), as DeePMD-kit does for "sel": "auto".
+  int data_ntypes(std::vector<System> const& training) const {
+    if (!config_.type_map.empty()) return int(config_.type_map.size());
+    int most = 0;
+    for (auto const& s : training)
+      for (int t : s.types) most = std::max(most, t + 1);
+    return most;
+  }
+
+  /// `"sel": "auto[:ratio]"`: the neighbour statistics of every training frame (on every rank:
+  /// the same data give the same sel), sel = auto_sel(counts, ratio) like DeePMD-kit's; the
+  /// smallest distance is kept for the model file.
+  void resolve_auto_sel() {
+    double const ratio = *config_.descriptor.sel_auto;
+    require(!options_.skip_neighbor_stat, "model.descriptor.sel \"auto\" needs the neighbour statistics of the "
+                                          "training data; drop --skip-neighbor-stat or give sel as a list");
+    NeighborStat const stat = data_neighbor_stat<Scalar>(space_, *sampler_, config_.descriptor.rcut, ntypes_);
+    config_.descriptor.sel = auto_sel(stat.max_neighbors, ratio);
+    config_.descriptor.sel_auto.reset();
+    if (std::isfinite(stat.min_distance) && stat.min_distance > 0) auto_sel_min_distance_ = stat.min_distance;
+    if (log()) {
+      char text[64];
+      std::snprintf(text, sizeof text, "%g", ratio);
+      *log() << "dpk-train: sel " << list_text(config_.descriptor.sel) << " (\"auto:" << text << "\": the "
+             << stat.frames << " training frames have up to " << list_text(stat.max_neighbors)
+             << " neighbours of each type within rcut " << config_.descriptor.rcut << " A)\n";
+    }
+  }
+
+  /// "[a, b, c]" for messages.
+  static std::string list_text(std::vector<int> const& v) {
+    std::string text = "[";
+    for (std::size_t t = 0; t < v.size(); ++t) text += (t ? ", " : "") + std::to_string(v[t]);
+    return text + "]";
+  }
+
   /// A run that starts from --restart or --init-model computes no statistics: the same frames
   /// (data_stat_nbatch batches of each system, from a copy of the sampler, so the run's own
   /// draws are unchanged) get a neighbour search with the model's sel, and the sel warning when
@@ -648,21 +701,17 @@ class Trainer {
   /// sel that keeps them all (needed_sel, over the same frames) and how to get the counts of all.
   void set_sel_warning(long dropped, std::string const& frames) {
     std::vector<int> const need = needed_sel();
-    auto list = [](std::vector<int> const& v) {
-      std::string text = "[";
-      for (std::size_t t = 0; t < v.size(); ++t) text += (t ? ", " : "") + std::to_string(v[t]);
-      return text + "]";
-    };
+    auto const list = list_text;
     char rcut[32];
     std::snprintf(rcut, sizeof rcut, "%g", config_.descriptor.rcut);
     sel_warning_ = "descriptor.sel " + list(config_.descriptor.sel) + " is too small for these data: ";
     if (!need.empty())
       sel_warning_ += frames + " have up to " + list(need) + " neighbours of each type within rcut " + rcut + " A (" +
                       std::to_string(dropped) + " neighbours beyond sel dropped in them); use sel >= " + list(need) +
-                      " (dp neighbor-stat counts over all frames)";
+                      " (dpk-train neighbor-stat counts over all frames)";
     else
       sel_warning_ += std::to_string(dropped) + " neighbours beyond sel dropped in " + frames +
-                      "; increase descriptor.sel (dp neighbor-stat gives the counts)";
+                      "; increase descriptor.sel (dpk-train neighbor-stat gives the counts)";
   }
 
   /// Largest neighbour count of each type within rcut over the statistics batches (the ones
@@ -906,7 +955,8 @@ class Trainer {
   std::string last_checkpoint_;
   std::vector<std::string> saved_;
   std::optional<double> min_neighbor_distance_;  ///< A, of the training data (model file key training.min_neighbor_distance)
-  std::string sel_warning_;  ///< set by compute_statistics when sel drops neighbours
+  std::optional<double> auto_sel_min_distance_;  ///< A, from the statistics of "sel": "auto" (every rank)
+  std::string sel_warning_;  ///< set when sel drops neighbours: statistics frames, then all training frames
   LearningCurveLine last_curve_line_;
 };
 
