@@ -1,6 +1,6 @@
 #pragma once
-// Brute-force smallest distance between two atoms of a frame, periodic images included: the
-// independent reference for dpk's neighbour-distance searches (test_compress, test_train).
+// Brute-force smallest distance and neighbour counts of a frame, periodic images included: the
+// independent references for dpk's neighbour statistics (test_compress, test_train).
 
 #include <algorithm>
 #include <cmath>
@@ -9,10 +9,10 @@
 
 namespace dpk_test {
 
-/// Smallest distance between two atoms of one frame (`coord`: natoms x 3, `box`: 3 x 3 rows),
-/// images in the 26 neighbouring cells included: exact when it is below half the box width.
-inline double brute_min_distance(double const* coord, double const* box, int natoms) {
-  double best = std::numeric_limits<double>::infinity();
+/// Calls f(i, j, r2) for every atom i and every atom or image j of one frame (`coord`: natoms x
+/// 3, `box`: 3 x 3 rows) in the 27 cells around i's, except i itself: r2 = |r_j - r_i|^2.
+template <class F>
+void for_each_image_pair(double const* coord, double const* box, int natoms, F&& f) {
   for (int i = 0; i < natoms; ++i)
     for (int j = 0; j < natoms; ++j)
       for (int a = -1; a <= 1; ++a)
@@ -24,8 +24,15 @@ inline double brute_min_distance(double const* coord, double const* box, int nat
               double const d = coord[3 * j + k] + a * box[k] + b * box[3 + k] + c * box[6 + k] - coord[3 * i + k];
               r2 += d * d;
             }
-            best = std::min(best, std::sqrt(r2));
+            f(i, j, r2);
           }
+}
+
+/// Smallest distance between two atoms of one frame, images in the 26 neighbouring cells
+/// included: exact when it is below half the box width.
+inline double brute_min_distance(double const* coord, double const* box, int natoms) {
+  double best = std::numeric_limits<double>::infinity();
+  for_each_image_pair(coord, box, natoms, [&](int, int, double r2) { best = std::min(best, std::sqrt(r2)); });
   return best;
 }
 
@@ -34,23 +41,13 @@ inline double brute_min_distance(double const* coord, double const* box, int nat
 /// below the box's smallest width.
 inline std::vector<int> brute_max_neighbors(double const* coord, double const* box, int const* types, int natoms,
                                             int ntypes, double rcut) {
-  std::vector<int> most(std::size_t(ntypes), 0);
-  for (int i = 0; i < natoms; ++i) {
-    std::vector<int> count(std::size_t(ntypes), 0);
-    for (int j = 0; j < natoms; ++j)
-      for (int a = -1; a <= 1; ++a)
-        for (int b = -1; b <= 1; ++b)
-          for (int c = -1; c <= 1; ++c) {
-            if (i == j && a == 0 && b == 0 && c == 0) continue;
-            double r2 = 0;
-            for (int k = 0; k < 3; ++k) {
-              double const d = coord[3 * j + k] + a * box[k] + b * box[3 + k] + c * box[6 + k] - coord[3 * i + k];
-              r2 += d * d;
-            }
-            if (r2 < rcut * rcut) ++count[std::size_t(types[j])];
-          }
-    for (int t = 0; t < ntypes; ++t) most[std::size_t(t)] = std::max(most[std::size_t(t)], count[std::size_t(t)]);
-  }
+  std::vector<int> count(std::size_t(natoms) * std::size_t(ntypes), 0), most(std::size_t(ntypes), 0);
+  for_each_image_pair(coord, box, natoms, [&](int i, int j, double r2) {
+    if (r2 < rcut * rcut) ++count[std::size_t(i) * std::size_t(ntypes) + std::size_t(types[j])];
+  });
+  for (int i = 0; i < natoms; ++i)
+    for (int t = 0; t < ntypes; ++t)
+      most[std::size_t(t)] = std::max(most[std::size_t(t)], count[std::size_t(i) * std::size_t(ntypes) + std::size_t(t)]);
   return most;
 }
 
