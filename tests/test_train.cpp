@@ -717,12 +717,23 @@ TEST_CASE("neighbour statistics: counts and nearest distance of every frame equa
   }
   dpk::DataSampler const sampler({frames}, dpk::BatchSize{false, 1, {}}, 0, {dpk::SamplingMode::sequential, {}});
   // The default start (32 slots per type) is short for both types here: the search grows them.
+  // beyond_start_sel: the neighbours a search with the start sel drops, sum of max(0, count - sel).
   for (std::vector<int> start : {std::vector<int>{}, std::vector<int>{46, 92}, std::vector<int>{8, 8}}) {
     CAPTURE(start.size() ? start[0] : 0);
+    std::vector<int> const slots = start.empty() ? std::vector<int>{32, 32} : start;
+    long beyond = 0;
+    for (int f = 0; f < frames.nframes; ++f) {
+      auto const count = dpk_test::brute_neighbor_counts(&frames.coord[std::size_t(f) * 3 * frames.natoms],
+                                                         &frames.box[std::size_t(f) * 9], frames.types.data(),
+                                                         frames.natoms, 2, 6.0);
+      for (std::size_t k = 0; k < count.size(); ++k) beyond += std::max(0, count[k] - slots[k % 2]);
+    }
     dpk::NeighborStat const stat = dpk::data_neighbor_stat<double>(Space(), sampler, 6.0, 2, start);
     CHECK(stat.max_neighbors == want);
     CHECK(stat.min_distance == doctest::Approx(nearest).epsilon(1e-13));
     CHECK(stat.frames == 6);
+    CHECK(stat.beyond_start_sel == beyond);
+    CHECK((beyond > 0) == (start != std::vector<int>{46, 92}));
   }
   CHECK(want[0] > 32);  // the growth above was exercised
   CHECK(want[1] > 32);
@@ -781,6 +792,26 @@ TEST_CASE("trainer: sel \"auto\" from the training frames; a too small sel warne
                             "frames have up to " + bracket(counts) +
                             " neighbours of each type within rcut 6 A; use sel >= " +
                             bracket(counts)));
+  CHECK(!contains(log.str(), "the statistics frames"));  // one warning, from all frames
+  // Without the all-frames search the warning covers the statistics frames: 4 batches of one
+  // frame from the shuffled order are the 4 frames; the neighbours beyond sel [20, 40] in them
+  // by brute force.
+  long beyond = 0;
+  for (int f = 0; f < 4; ++f) {
+    auto const count = dpk_test::brute_neighbor_counts(&frames[0].coord[std::size_t(f) * 3 * frames[0].natoms],
+                                                       &frames[0].box[std::size_t(f) * 9], frames[0].types.data(),
+                                                       frames[0].natoms, 2, 6.0);
+    for (std::size_t k = 0; k < count.size(); ++k) beyond += std::max(0, count[k] - (k % 2 ? 40 : 20));
+  }
+  options.skip_neighbor_stat = true;
+  options.data_stat_nbatch = 4;
+  options.output_dir = dir + "/small_skip";
+  log.str("");
+  dpk::Trainer<double, Space>(config, frames, {}, options, comm).run();
+  CHECK(contains(log.str(), "dpk-train: warning: descriptor.sel [20, 40] is too small for these data: the statistics "
+                            "frames have up to " + bracket(counts) + " neighbours of each type within rcut 6 A (" +
+                            std::to_string(beyond) + " neighbours beyond sel dropped in them); use sel >= " +
+                            bracket(counts) + " (dpk-train neighbor-stat counts over all frames)"));
   std::filesystem::remove_all(dir);
 }
 

@@ -25,6 +25,73 @@ struct NeighborStat {
   double min_distance = std::numeric_limits<double>::infinity();  ///< A; +infinity: no neighbour within rcut
   std::vector<int> max_neighbors;  ///< per neighbour type: the most any atom has within rcut
   long frames = 0;                 ///< frames searched
+  long beyond_start_sel = 0;       ///< neighbours that a search with the start sel would drop (all atoms)
+};
+
+/// Accumulates the NeighborStat of groups of frames for cutoff `rcut` (A) and `ntypes` neighbour
+/// types (the frames' types must be below it). Counts follow the neighbour search's candidates
+/// (SPEC.md section 2: |r_ij|^2 < rcut^2, periodic images included). Each group is searched with
+/// `start_sel` slots per type (32 when not given; at least 8), doubled for a type whose slots
+/// filled while neighbours were dropped, until nothing is dropped; so the counts are exact.
+template <class Scalar, class ExecutionSpace>
+class NeighborStatAccumulator {
+ public:
+  using memory_space = memory_space_t<ExecutionSpace>;
+
+  NeighborStatAccumulator(double rcut, int ntypes, std::vector<int> start_sel = {})
+      : rcut_(rcut), ntypes_(ntypes) {
+    require(ntypes >= 1, "neighbour statistics: no atom types");
+    start_sel_ = start_sel.size() == std::size_t(ntypes) ? std::move(start_sel) : std::vector<int>(ntypes, 32);
+    sel_ = start_sel_;
+    for (int& v : sel_) v = std::max(v, 8);
+    search_ = std::make_unique<NeighborSearch<Scalar, ExecutionSpace>>(rcut_, sel_);
+    stat_.max_neighbors.assign(std::size_t(ntypes), 0);
+  }
+
+  /// Adds the statistics of `frames`.
+  void add(ExecutionSpace const& space, Frames<Scalar, memory_space> const& frames) {
+    constexpr int sel_limit = 1 << 20;
+    for (;;) {
+      search_->build(space, frames, list_);
+      if (list_.dropped == 0) break;
+      auto const count = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), list_.count);
+      std::vector<int> const most = most_per_type(count);
+      for (int t = 0; t < ntypes_; ++t)
+        if (most[std::size_t(t)] >= sel_[std::size_t(t)]) {
+          require(sel_[std::size_t(t)] < sel_limit, "neighbour statistics: more than " + std::to_string(sel_limit) +
+                                                        " neighbours of type " + std::to_string(t) + " within rcut " +
+                                                        std::to_string(rcut_) + " A");
+          sel_[std::size_t(t)] *= 2;
+        }
+      search_ = std::make_unique<NeighborSearch<Scalar, ExecutionSpace>>(rcut_, sel_);
+    }
+    auto const count = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), list_.count);
+    std::vector<int> const most = most_per_type(count);
+    for (int t = 0; t < ntypes_; ++t)
+      stat_.max_neighbors[std::size_t(t)] = std::max(stat_.max_neighbors[std::size_t(t)], most[std::size_t(t)]);
+    for (int i = 0; i < list_.nloc; ++i)
+      for (int t = 0; t < ntypes_; ++t) stat_.beyond_start_sel += std::max(0, count(i, t) - start_sel_[std::size_t(t)]);
+    stat_.min_distance = std::min(stat_.min_distance, min_neighbor_distance(space, list_));
+    stat_.frames += frames.nframes;
+  }
+
+  NeighborStat const& stat() const { return stat_; }
+
+ private:
+  template <class Counts>
+  std::vector<int> most_per_type(Counts const& count) const {
+    std::vector<int> most(std::size_t(ntypes_), 0);
+    for (int i = 0; i < list_.nloc; ++i)
+      for (int t = 0; t < ntypes_; ++t) most[std::size_t(t)] = std::max(most[std::size_t(t)], count(i, t));
+    return most;
+  }
+
+  double rcut_;
+  int ntypes_;
+  std::vector<int> start_sel_, sel_;
+  std::unique_ptr<NeighborSearch<Scalar, ExecutionSpace>> search_;
+  NeighborList<Scalar, memory_space> list_;
+  NeighborStat stat_;
 };
 
 namespace detail {
@@ -48,47 +115,15 @@ void for_each_frame_group(DataSampler const& sampler, int group_atoms, F&& f) {
 }
 }  // namespace detail
 
-/// The statistics of every frame of `sampler`'s systems for cutoff `rcut` (A) and `ntypes`
-/// neighbour types (the systems' types must be below it). Counts follow the neighbour search's
-/// candidates (SPEC.md section 2: |r_ij|^2 < rcut^2, periodic images included). Each group of
-/// frames is searched with `start_sel` slots per type, doubled for a type whose slots filled
-/// while neighbours were dropped, until nothing is dropped; so the counts are exact.
+/// The statistics (NeighborStatAccumulator) of every frame of `sampler`'s systems.
 template <class Scalar, class ExecutionSpace>
 NeighborStat data_neighbor_stat(ExecutionSpace const& space, DataSampler const& sampler, double rcut, int ntypes,
                                 std::vector<int> start_sel = {}) {
   using Mem = memory_space_t<ExecutionSpace>;
-  require(ntypes >= 1, "neighbour statistics: no atom types");
-  std::vector<int> sel = start_sel.size() == std::size_t(ntypes) ? std::move(start_sel) : std::vector<int>(ntypes, 32);
-  for (int& v : sel) v = std::max(v, 8);
-  auto search = std::make_unique<NeighborSearch<Scalar, ExecutionSpace>>(rcut, sel);
-  NeighborList<Scalar, Mem> list;
-  NeighborStat stat;
-  stat.max_neighbors.assign(std::size_t(ntypes), 0);
-  constexpr int sel_limit = 1 << 20;
-  detail::for_each_frame_group<Scalar, Mem>(sampler, 2048, [&](Frames<Scalar, Mem> const& frames) {
-    std::vector<int> most;
-    for (;;) {
-      search->build(space, frames, list);
-      auto const count = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), list.count);
-      most.assign(std::size_t(ntypes), 0);
-      for (int i = 0; i < list.nloc; ++i)
-        for (int t = 0; t < ntypes; ++t) most[std::size_t(t)] = std::max(most[std::size_t(t)], count(i, t));
-      if (list.dropped == 0) break;
-      for (int t = 0; t < ntypes; ++t)
-        if (most[std::size_t(t)] >= sel[std::size_t(t)]) {
-          require(sel[std::size_t(t)] < sel_limit, "neighbour statistics: more than " + std::to_string(sel_limit) +
-                                                       " neighbours of type " + std::to_string(t) + " within rcut " +
-                                                       std::to_string(rcut) + " A");
-          sel[std::size_t(t)] *= 2;
-        }
-      search = std::make_unique<NeighborSearch<Scalar, ExecutionSpace>>(rcut, sel);
-    }
-    for (int t = 0; t < ntypes; ++t)
-      stat.max_neighbors[std::size_t(t)] = std::max(stat.max_neighbors[std::size_t(t)], most[std::size_t(t)]);
-    stat.min_distance = std::min(stat.min_distance, min_neighbor_distance(space, list));
-    stat.frames += frames.nframes;
-  });
-  return stat;
+  NeighborStatAccumulator<Scalar, ExecutionSpace> accumulator(rcut, ntypes, std::move(start_sel));
+  detail::for_each_frame_group<Scalar, Mem>(sampler, 2048,
+                                            [&](Frames<Scalar, Mem> const& frames) { accumulator.add(space, frames); });
+  return accumulator.stat();
 }
 
 /// DeePMD-kit's sel for `"sel": "auto:ratio"`: each type's largest neighbour count times ratio,

@@ -484,8 +484,8 @@ class Trainer {
       last_checkpoint_ = file;
       if (comm_.is_root()) adopt_checkpoints(file);
       if (log()) *log() << "dpk-train: restarting from " << file << " at step " << step_ << "\n";
-      check_sel();
       find_min_neighbor_distance(d);
+      check_sel();
       return;
     }
     if (!options_.init_frz_model.empty()) {
@@ -501,9 +501,10 @@ class Trainer {
       ModelFileData const d = read_model_file(options_.init_model);
       load_weights(d, options_.init_model, ModelTables::ignore);
       if (log()) *log() << "dpk-train: parameters, statistics and bias from " << options_.init_model << "\n";
-      check_sel();
       find_min_neighbor_distance(d);
+      check_sel();
     } else {
+      find_min_neighbor_distance(ModelFileData{});  // first: its sel warning covers every training frame
       compute_statistics();
       model_->set_energy_bias(
           energy_bias_least_squares(bias_counts_, bias_energies_, ntypes_, config_.statistics.rcond.value_or(-1.0)));
@@ -511,7 +512,6 @@ class Trainer {
                                       : config_.fitting.seed ? *config_.fitting.seed
                                                              : config_.training.seed.value_or(0);
       model_->initialize_parameters(init_seed);
-      find_min_neighbor_distance(ModelFileData{});
     }
     // Rank 0's state everywhere.
     comm_.broadcast(model_->parameters());
@@ -563,16 +563,8 @@ class Trainer {
           data_neighbor_stat<Scalar>(space_, *sampler_, config_.descriptor.rcut, ntypes_, config_.descriptor.sel);
       double const found = stat.min_distance;
       if (std::isfinite(found) && found > 0) distance = found;
-      bool short_of = false;
-      for (int t = 0; t < ntypes_; ++t) short_of |= stat.max_neighbors[std::size_t(t)] > config_.descriptor.sel[std::size_t(t)];
-      if (short_of) {
-        char rcut[32];
-        std::snprintf(rcut, sizeof rcut, "%g", config_.descriptor.rcut);
-        sel_warning_ = "descriptor.sel " + list_text(config_.descriptor.sel) + " is too small for these data: the " +
-                       std::to_string(stat.frames) + " training frames have up to " + list_text(stat.max_neighbors) +
-                       " neighbours of each type within rcut " + rcut + " A; use sel >= " +
-                       list_text(stat.max_neighbors) + " (\"sel\": \"auto\" takes them from the data)";
-      }
+      all_frames_counted_ = true;
+      if (short_of_sel(stat)) set_sel_warning(stat, "the " + std::to_string(stat.frames) + " training frames", true);
       if (log() && distance > 0)
         *log() << "dpk-train: smallest neighbour distance in the training data: " << distance
                << " A (stored in the model for dpk-train compress)\n";
@@ -631,8 +623,10 @@ class Trainer {
     accumulator.finalize(avg, std_dev);
     if (config_.statistics.set_davg_zero) std::fill(avg.begin(), avg.end(), 0.0);  // DeePMD-kit: std kept
     model_->set_statistics(avg, std_dev);
-    long const dropped = model_->neighbors_dropped();
-    if (dropped > 0) set_sel_warning(dropped, "the statistics frames");
+    // Without the all-frames statistics (find_min_neighbor_distance, run before) the warning
+    // covers the statistics frames.
+    if (model_->neighbors_dropped() > 0 && !all_frames_counted_)
+      set_sel_warning(probe_neighbor_stat(), "the statistics frames", false);
   }
 
   /// Types of a model whose input gives no sel list: model.type_map's, else the training data's
@@ -656,6 +650,7 @@ class Trainer {
     config_.descriptor.sel = auto_sel(stat.max_neighbors, ratio);
     config_.descriptor.sel_auto.reset();
     if (std::isfinite(stat.min_distance) && stat.min_distance > 0) auto_sel_min_distance_ = stat.min_distance;
+    all_frames_counted_ = true;  // sel covers them
     if (log()) {
       char text[64];
       std::snprintf(text, sizeof text, "%g", ratio);
@@ -672,77 +667,57 @@ class Trainer {
     return text + "]";
   }
 
-  /// A run that starts from --restart or --init-model computes no statistics: the same frames
-  /// (data_stat_nbatch batches of each system, from a copy of the sampler, so the run's own
-  /// draws are unchanged) get a neighbour search with the model's sel, and the sel warning when
-  /// it drops neighbours. Rank 0 only, as compute_statistics.
+  /// A run that starts from --restart or --init-model computes no statistics: unless every
+  /// training frame was counted (a file without a stored neighbour distance), the statistics
+  /// frames (probe_neighbor_stat) get the sel warning when the model's sel drops neighbours of them.
+  /// Rank 0 only, as compute_statistics.
   void check_sel() {
-    if (!comm_.is_root()) return;
-    NeighborSearch<Scalar, ExecutionSpace> search(config_.descriptor.rcut, config_.descriptor.sel);
-    NeighborList<Scalar, memory_space> list;
+    if (!comm_.is_root() || all_frames_counted_) return;
+    NeighborStat const stat = probe_neighbor_stat();
+    if (short_of_sel(stat))
+      set_sel_warning(stat, "the frames checked at start (" + std::to_string(options_.data_stat_nbatch) +
+                                " batches of each system)", false);
+  }
+
+  /// Neighbour statistics (exact counts, the model's sel as start) of the statistics frames:
+  /// data_stat_nbatch batches of each system from a copy of the sampler (the run's own draws are
+  /// unchanged), the frames compute_statistics uses.
+  NeighborStat probe_neighbor_stat() {
+    NeighborStatAccumulator<Scalar, ExecutionSpace> accumulator(config_.descriptor.rcut, ntypes_,
+                                                                 config_.descriptor.sel);
     DataSampler probe = *sampler_;
     HostBatch batch;
     Frames<Scalar, memory_space> frames;
     Labels<Scalar, memory_space> labels;
-    long dropped = 0;
     for (std::size_t s = 0; s < probe.systems().size(); ++s)
       for (int b = 0; b < options_.data_stat_nbatch; ++b) {
         probe.next_of(int(s), batch);
         upload(batch, frames, labels);
-        search.build(space_, frames, list);
-        dropped += list.dropped;
+        accumulator.add(space_, frames);
       }
-    if (dropped > 0)
-      set_sel_warning(dropped, "the frames checked at start (" + std::to_string(options_.data_stat_nbatch) +
-                                   " batches of each system)");
+    return accumulator.stat();
   }
 
-  /// The warning printed before the first step: `dropped` neighbours beyond sel in `frames`, the
-  /// sel that keeps them all (needed_sel, over the same frames) and how to get the counts of all.
-  void set_sel_warning(long dropped, std::string const& frames) {
-    std::vector<int> const need = needed_sel();
-    auto const list = list_text;
+  bool short_of_sel(NeighborStat const& stat) const {
+    for (int t = 0; t < ntypes_; ++t)
+      if (stat.max_neighbors[std::size_t(t)] > config_.descriptor.sel[std::size_t(t)]) return true;
+    return false;
+  }
+
+  /// The warning printed before the first step: the neighbour counts `stat` of `frames` exceed
+  /// sel. `all_frames`: every training frame was counted (else: how many neighbours the model drops
+  /// in them, and where to get the counts of all).
+  void set_sel_warning(NeighborStat const& stat, std::string const& frames, bool all_frames) {
     char rcut[32];
     std::snprintf(rcut, sizeof rcut, "%g", config_.descriptor.rcut);
-    sel_warning_ = "descriptor.sel " + list(config_.descriptor.sel) + " is too small for these data: ";
-    if (!need.empty())
-      sel_warning_ += frames + " have up to " + list(need) + " neighbours of each type within rcut " + rcut + " A (" +
-                      std::to_string(dropped) + " neighbours beyond sel dropped in them); use sel >= " + list(need) +
-                      " (dpk-train neighbor-stat counts over all frames)";
+    std::string const need = list_text(stat.max_neighbors);
+    sel_warning_ = "descriptor.sel " + list_text(config_.descriptor.sel) + " is too small for these data: " + frames +
+                   " have up to " + need + " neighbours of each type within rcut " + rcut + " A";
+    if (all_frames)
+      sel_warning_ += "; use sel >= " + need + " (\"sel\": \"auto\" takes them from the data)";
     else
-      sel_warning_ += std::to_string(dropped) + " neighbours beyond sel dropped in " + frames +
-                      "; increase descriptor.sel (dpk-train neighbor-stat gives the counts)";
-  }
-
-  /// Largest neighbour count of each type within rcut over the statistics batches (the ones
-  /// compute_statistics or check_sel used), from a neighbour search with sel doubled until nothing is
-  /// dropped; empty when it does not converge. Only called when the statistics dropped some.
-  std::vector<int> needed_sel() {
-    std::vector<int> sel = config_.descriptor.sel;
-    for (int& v : sel) v = std::max(2 * v, 8);
-    HostBatch batch;
-    Frames<Scalar, memory_space> frames;
-    Labels<Scalar, memory_space> labels;
-    for (int round = 0; round < 12; ++round) {
-      NeighborSearch<Scalar, ExecutionSpace> search(config_.descriptor.rcut, sel);
-      NeighborList<Scalar, memory_space> list;
-      DataSampler probe = *sampler_;
-      std::vector<int> most(std::size_t(ntypes_), 0);
-      bool complete = true;
-      for (std::size_t s = 0; complete && s < probe.systems().size(); ++s)
-        for (int b = 0; complete && b < options_.data_stat_nbatch; ++b) {
-          probe.next_of(int(s), batch);
-          upload(batch, frames, labels);
-          search.build(space_, frames, list);
-          complete = list.dropped == 0;
-          auto const count = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), list.count);
-          for (int i = 0; complete && i < list.nloc; ++i)
-            for (int t = 0; t < ntypes_; ++t) most[std::size_t(t)] = std::max(most[std::size_t(t)], count(i, t));
-        }
-      if (complete) return most;
-      for (int& v : sel) v *= 2;
-    }
-    return {};
+      sel_warning_ += " (" + std::to_string(stat.beyond_start_sel) + " neighbours beyond sel dropped in them); use sel >= " +
+                      need + " (dpk-train neighbor-stat counts over all frames)";
   }
 
   /// Key of a one-frame training batch for EnergyModel::prepare: its system and frame.
@@ -956,7 +931,8 @@ class Trainer {
   std::vector<std::string> saved_;
   std::optional<double> min_neighbor_distance_;  ///< A, of the training data (model file key training.min_neighbor_distance)
   std::optional<double> auto_sel_min_distance_;  ///< A, from the statistics of "sel": "auto" (every rank)
-  std::string sel_warning_;  ///< set when sel drops neighbours: statistics frames, then all training frames
+  bool all_frames_counted_ = false;  ///< the neighbours of every training frame were counted (sel warning from them)
+  std::string sel_warning_;  ///< set when sel is below the neighbour counts (all training frames, else the statistics frames)
   LearningCurveLine last_curve_line_;
 };
 
