@@ -30,7 +30,8 @@
 # docs/performance.md's side-by-side tables), DP_INTER_OP_PARALLELISM_THREADS = 1 and
 # OPENBLAS_NUM_THREADS = 1 for it. Times: /usr/bin/time of `train` (wall, user + sys of the process
 # tree) and, for DeePMD-kit, of `dp freeze`, which its model needs before it can run anywhere.
-# Writes OUT/results.tsv (default out/time_to_accuracy) and prints a markdown table.
+# Writes OUT/results.tsv (default out/time_to_accuracy) and prints a markdown table: RMSEs of energy
+# per atom, force and virial per atom (virial "-" where the validation system has no virial.npy).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV="" DPK_TRAIN="$ROOT/build/openmp/examples/trainer/dpk-train" STEPS=5000 DPK_STEPS="" PRECISIONS="float64 float32"
@@ -97,7 +98,7 @@ fi
 
 mkdir -p "$OUT"
 TSV="$OUT/results.tsv"
-printf 'code\tprecision\tschedule\tthreads\tsteps\tseed\ttrain_wall_s\ttrain_cpu_s\tfreeze_wall_s\trmse_e_atom\trmse_f\tdpk_rmse_e_atom\tdpk_rmse_f\n' >"$TSV"
+printf 'code\tprecision\tschedule\tthreads\tsteps\tseed\ttrain_wall_s\ttrain_cpu_s\tfreeze_wall_s\trmse_e_atom\trmse_f\trmse_v_atom\tdpk_rmse_e_atom\tdpk_rmse_f\tdpk_rmse_v_atom\n' >"$TSV"
 
 # write_input STEPS PRECISION SEED FILE: the input of one run, its systems as absolute paths
 write_input() {
@@ -144,7 +145,8 @@ timed() {
   checked "$log" /usr/bin/time -f '%e %U %S' -o "$tf" "$@"
 }
 
-# rmse LOG: "energy_per_atom force" from a `dp test` / `dpk-train test` output
+# rmse LOG: "energy_per_atom force virial_per_atom" from a `dp test` / `dpk-train test` output
+# (virial "-" when the system has no virial labels)
 rmse() {
   python3 - "$1" <<'EOF'
 import re, sys
@@ -153,13 +155,14 @@ e = re.findall(r"Energy RMSE/Natoms\s*:\s*(\S+)", text)
 f = re.findall(r"Force\s+RMSE\s*:\s*(\S+)", text)
 if not e or not f:
     sys.exit(f"time_to_accuracy.sh: no energy/force RMSE in {sys.argv[1]}")
-print(float(e[-1]), float(f[-1]))
+v = re.findall(r"Virial RMSE/Natoms\s*:\s*(\S+)", text)
+print(float(e[-1]), float(f[-1]), float(v[-1]) if v else "-")
 EOF
 }
 
 # run CODE PRECISION STEPS SEED: one training run, its model tested, one row in the TSV
 run() {
-  local code="$1" p="$2" n="$3" s="$4" dir="$OUT/$1-$2-n$3-s$4" threads="$TF_THREADS" wall user sys freeze="-" e="-" f="-" de="-" df="-"
+  local code="$1" p="$2" n="$3" s="$4" dir="$OUT/$1-$2-n$3-s$4" threads="$TF_THREADS" wall user sys freeze="-" e="-" f="-" v="-" de="-" df="-" dv="-"
   [ "$code" = dpk ] && threads="$DPK_THREADS"
   rm -rf "$dir"; mkdir -p "$dir"
   write_input "$n" "$p" "$s" "$dir/input.json"
@@ -182,10 +185,10 @@ run() {
   ) || exit 1
   read -r wall user sys <"$dir/train.time"
   [ "$code" = tf ] && freeze=$(cut -d' ' -f1 "$dir/freeze.time")
-  [ -n "$DP" ] && read -r e f < <(rmse "$dir/dp_test.log")
-  [ "$code" = dpk ] && read -r de df < <(rmse "$dir/dpk_test.log")
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$code" "$p" "$SCHEDULE" "$threads" "$n" "$s" "$wall" \
-    "$(python3 -c "print(f'{$user + $sys:.1f}')")" "$freeze" "$e" "$f" "$de" "$df" >>"$TSV"
+  [ -n "$DP" ] && read -r e f v < <(rmse "$dir/dp_test.log")
+  [ "$code" = dpk ] && read -r de df dv < <(rmse "$dir/dpk_test.log")
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$code" "$p" "$SCHEDULE" "$threads" "$n" "$s" \
+    "$wall" "$(python3 -c "print(f'{$user + $sys:.1f}')")" "$freeze" "$e" "$f" "$v" "$de" "$df" "$dv" >>"$TSV"
 }
 
 echo "time_to_accuracy.sh: $INPUT, schedule $SCHEDULE; dpk $DPK_STEPS steps ($DPK_THREADS threads)${DP:+, DeePMD-kit TF $STEPS steps ($TF_THREADS threads)}, precision $PRECISIONS, seeds $SEEDS; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset)}" >&2
@@ -203,12 +206,14 @@ names = {"dpk": "dpk-train", "tf": "DeePMD-kit TF"}
 print(f"input: {sys.argv[2]}")
 print(f"schedule: {rows[0]['schedule'] if rows else '-'}")
 print("| precision | code | threads | steps | seed | train wall s | train CPU s | freeze s | "
-      "rmse_e eV/atom (dp test) | rmse_f eV/A (dp test) | dpk-train test rmse_e / rmse_f |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+      "rmse_e eV/atom (dp test) | rmse_f eV/A (dp test) | rmse_v eV/atom (dp test) | "
+      "dpk-train test rmse_e / rmse_f / rmse_v |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in sorted(rows, key=lambda r: (r["precision"], r["code"] != "tf", int(r["steps"]), int(r["seed"]))):
     fmt = lambda v: v if v == "-" else f"{float(v):.3g}"
-    own = "-" if r["dpk_rmse_e_atom"] == "-" else f"{fmt(r['dpk_rmse_e_atom'])} / {fmt(r['dpk_rmse_f'])}"
+    own = "-" if r["dpk_rmse_e_atom"] == "-" else \
+        f"{fmt(r['dpk_rmse_e_atom'])} / {fmt(r['dpk_rmse_f'])} / {fmt(r['dpk_rmse_v_atom'])}"
     print(f"| {r['precision']} | {names[r['code']]} | {r['threads']} | {r['steps']} | {r['seed']} | "
           f"{float(r['train_wall_s']):.0f} | {float(r['train_cpu_s']):.0f} | {r['freeze_wall_s']} | "
-          f"{fmt(r['rmse_e_atom'])} | {fmt(r['rmse_f'])} | {own} |")
+          f"{fmt(r['rmse_e_atom'])} | {fmt(r['rmse_f'])} | {fmt(r['rmse_v_atom'])} | {own} |")
 EOF

@@ -40,7 +40,8 @@ refused "validation system '$work/gone' not found" --input "$work/gone.json"
 printf '#!/bin/sh\nexit 0\n' >"$work/venv/bin/python"
 cat >"$work/venv/bin/dp" <<'EOF'
 #!/usr/bin/env bash
-# stand-in dp: appends "$PWD: args | threads" to $STANDIN_LOG; models are one-word files
+# stand-in dp: appends "$PWD: args | threads" to $STANDIN_LOG; models are one-word files; TF's
+# model "has" a virial RMSE, dpk's not (a system without virial labels)
 echo "$PWD: $* | intra=${DP_INTRA_OP_PARALLELISM_THREADS:-} inter=${DP_INTER_OP_PARALLELISM_THREADS:-} openblas=${OPENBLAS_NUM_THREADS:-}" >>"$STANDIN_LOG"
 case "$1 $2" in
   "--tf train") [ -s "$3" ] && echo ckpt >model.ckpt ;;
@@ -48,7 +49,8 @@ case "$1 $2" in
   "convert-backend "*) [ -s "$2" ] && [ "$(head -c 4 "$2" | od -An -c | tr -d ' ')" = '211HDF' ] && echo dpk >"$3" ;;
   "--tf test")
     case "$(cat "$4")" in
-      tf) echo "Energy RMSE/Natoms : 5.000000e-01 eV"; echo "Force  RMSE        : 2.500000e-01 eV/A" ;;
+      tf) echo "Energy RMSE/Natoms : 5.000000e-01 eV"; echo "Force  RMSE        : 2.500000e-01 eV/A"
+          echo "Virial RMSE/Natoms : 3.000000e-02 eV" ;;
       dpk) echo "Energy RMSE/Natoms : 1.250000e-01 eV"; echo "Force  RMSE        : 6.250000e-02 eV/A" ;;
       *) exit 1 ;;
     esac ;;
@@ -92,16 +94,18 @@ rows = {(r["code"], r["steps"]): r for r in csv.DictReader(open(sys.argv[1]), de
 assert set(rows) == {("tf", "100"), ("dpk", "100"), ("dpk", "200")}, rows.keys()
 tf = rows[("tf", "100")]
 assert all(r["schedule"] == "whole" for r in rows.values()), rows
-assert (tf["threads"], tf["rmse_e_atom"], tf["rmse_f"], tf["dpk_rmse_f"]) == ("3", "0.5", "0.25", "-"), tf
+assert (tf["threads"], tf["rmse_e_atom"], tf["rmse_f"], tf["rmse_v_atom"], tf["dpk_rmse_f"]) == ("3", "0.5", "0.25", "0.03", "-"), tf
 assert float(tf["freeze_wall_s"]) >= 0
 for n in ("100", "200"):
     r = rows[("dpk", n)]
-    assert (r["threads"], r["rmse_e_atom"], r["rmse_f"], r["freeze_wall_s"]) == ("1", "0.125", "0.0625", "-"), r
+    assert (r["threads"], r["rmse_e_atom"], r["rmse_f"], r["rmse_v_atom"], r["freeze_wall_s"]) == ("1", "0.125", "0.0625", "-", "-"), r
+    assert r["dpk_rmse_v_atom"] == "-", r   # the water data have no virial labels
     e, f = float(r["dpk_rmse_e_atom"]), float(r["dpk_rmse_f"])   # dpk-train test of the model just trained
     assert 0 < e < 1 and 0 < f < 10 and math.isfinite(e) and math.isfinite(f), r
     assert float(r["train_wall_s"]) > 0 and float(r["train_cpu_s"]) > 0, r
 EOF
-for want in "| float32 | DeePMD-kit TF | 3 | 100 | 2 |" "| float32 | dpk-train | 1 | 200 | 2 |" "| 0.125 | 0.0625 |"; do
+for want in "| float32 | DeePMD-kit TF | 3 | 100 | 2 |" "| float32 | dpk-train | 1 | 200 | 2 |" "| 0.125 | 0.0625 | - |" \
+            "| 0.5 | 0.25 | 0.03 | - |"; do
   grep -qF -- "$want" <<<"$out" || fail "table lacks '$want'"
 done
 
@@ -118,7 +122,7 @@ assert run["training"]["numb_steps"] == 100 and lr["decay_steps"] == lr0["decay_
 want = (lr0["stop_lr"] / lr0["start_lr"]) ** (lr0["decay_steps"] / source["training"]["numb_steps"])
 assert abs(lr["decay_rate"] - want) < 1e-14 * want, (lr["decay_rate"], want)
 EOF
-grep -qE "^\| float64 \| dpk-train \| 1 \| 100 \| 1 \| .* \| - \| - \| - \| [0-9.e-]+ / [0-9.e-]+ \|$" <<<"$out" \
+grep -qE "^\| float64 \| dpk-train \| 1 \| 100 \| 1 \| .* \| - \| - \| - \| - \| [0-9.e-]+ / [0-9.e-]+ / - \|$" <<<"$out" \
   || fail "dpk-only row: $out"
 # --input: the water input one folder deeper, its systems reached through ../../ (a link to the data)
 mkdir -p "$work/elsewhere/a/b" && ln -s "$src/examples/water/data" "$work/elsewhere/water_data"
