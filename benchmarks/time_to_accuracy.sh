@@ -24,7 +24,8 @@
 # the time DeePMD-kit needs for N steps". Seeds: seed s sets
 # the descriptor's and fitting net's seed to s and training.seed to s + 9 (s = 1: the input's own
 # 1, 1, 10); the two codes draw different random numbers from the same seeds, so a seed is one
-# sample of each code's training, not a paired run. Threads: each code gets the machine alone
+# sample of each code's training, not a paired run. Space seeds by 1000 or more (a warning says
+# why: DeePMD-kit TF's models for close seeds share initial values). Threads: each code gets the machine alone
 # (runs one after the other); defaults: dpk all cores (nproc), DeePMD-kit TF 1 intra-op thread
 # (DP_INTRA_OP_PARALLELISM_THREADS, its fastest wall time per step on 2-core VMs in
 # docs/performance.md's side-by-side tables), DP_INTER_OP_PARALLELISM_THREADS = 1 and
@@ -191,6 +192,15 @@ run() {
     "$wall" "$(python3 -c "print(f'{$user + $sys:.1f}')")" "$freeze" "$e" "$f" "$v" "$de" "$df" "$dv" >>"$TSV"
 }
 
+# DeePMD-kit TF seeds every layer's initializers with seed + a small offset (3 per layer and
+# tensor kind: up to ~110 for nine embedding nets), and TensorFlow's normal draws from one op seed
+# begin with the same numbers whatever the tensor's shape: TF's models for seeds closer than 1000
+# share initial values (seed s's embedding biases are seed s + 1's first-layer weights), so their
+# runs are not independent samples. dpk's seeds are independent streams.
+if [ -n "$DP" ]; then
+  close=$(python3 -c 'import sys; s = sorted(int(x) for x in sys.argv[1:]); print(" ".join(f"{a},{b}" for a, b in zip(s, s[1:]) if b - a < 1000))' $SEEDS)
+  [ -z "$close" ] || echo "time_to_accuracy.sh: warning: seeds closer than 1000 ($close): DeePMD-kit TF's initial models for them share random numbers (each layer's op seed is seed + a small offset), so its runs are not independent samples; space seeds by 1000 or more, e.g. --seeds \"1 1001 2001\"" >&2
+fi
 echo "time_to_accuracy.sh: $INPUT, schedule $SCHEDULE; dpk $DPK_STEPS steps ($DPK_THREADS threads)${DP:+, DeePMD-kit TF $STEPS steps ($TF_THREADS threads)}, precision $PRECISIONS, seeds $SEEDS; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset)}" >&2
 for p in $PRECISIONS; do
   for s in $SEEDS; do

@@ -104,6 +104,21 @@ for n in ("100", "200"):
     assert 0 < e < 1 and 0 < f < 10 and math.isfinite(e) and math.isfinite(f), r
     assert float(r["train_wall_s"]) > 0 and float(r["train_cpu_s"]) > 0, r
 EOF
+! grep -q "seeds closer than 1000" <<<"$out" || fail "close-seed warning with one seed: $out"
+# Seeds 1 and 2: DeePMD-kit TF's initial models share random numbers; a warning says so (and 1001 not).
+# (a small model keeps the three runs short)
+python3 - "$src/examples/water/se_e2_a/input.json" "$work/small.json" "$src/examples/water/data" <<'EOF' || fail "small.json"
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["model"]["descriptor"].update(neuron=[2, 4], axis_neuron=2)
+j["model"]["fitting_net"]["neuron"] = [4]
+j["training"]["training_data"]["systems"] = [sys.argv[3] + "/data_0"]
+j["training"]["validation_data"]["systems"] = [sys.argv[3] + "/data_3"]
+json.dump(j, open(sys.argv[2], "w"))
+EOF
+out2=$("$script" --venv "$work/venv" --input "$work/small.json" --dpk-train "$train" --steps 100 --precision float32 \
+       --seeds "1 2 1002" --dpk-threads 1 --out "$work/close" 2>&1) || fail "seeds 1 2 1002: $out2"
+grep -qF 'warning: seeds closer than 1000 (1,2): DeePMD-kit TF' <<<"$out2" || fail "no close-seed warning: $out2"
 for want in "| float32 | DeePMD-kit TF | 3 | 100 | 2 |" "| float32 | dpk-train | 1 | 200 | 2 |" "| 0.125 | 0.0625 | - |" \
             "| 0.5 | 0.25 | 0.03 | - |"; do
   grep -qF -- "$want" <<<"$out" || fail "table lacks '$want'"
