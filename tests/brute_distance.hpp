@@ -45,8 +45,8 @@ void for_each_image_pair(double const* coord, double const* box, int natoms, F&&
     }
 }
 
-/// Smallest distance between two atoms of one frame, images in the 26 neighbouring cells
-/// included: exact when it is below half the box width.
+/// Smallest distance between two atoms of one frame, images (for_each_image_pair) included:
+/// exact when it is below half the box width.
 inline double brute_min_distance(double const* coord, double const* box, int natoms) {
   double best = std::numeric_limits<double>::infinity();
   for_each_image_pair(coord, box, natoms, [&](int, int, double r2) { best = std::min(best, std::sqrt(r2)); });
@@ -54,7 +54,7 @@ inline double brute_min_distance(double const* coord, double const* box, int nat
 }
 
 /// Brute-force neighbour counts of one frame: count[i * ntypes + t] neighbours of type t (atoms or
-/// images in the 26 neighbouring cells, r < rcut) of atom i. Exact when rcut is below the box's
+/// images of for_each_image_pair, r < rcut) of atom i. Exact when rcut is below the box's
 /// smallest width.
 inline std::vector<int> brute_neighbor_counts(double const* coord, double const* box, int const* types, int natoms,
                                               int ntypes, double rcut) {
@@ -74,6 +74,17 @@ inline std::vector<int> brute_max_neighbors(double const* coord, double const* b
     for (int t = 0; t < ntypes; ++t)
       most[std::size_t(t)] = std::max(most[std::size_t(t)], count[std::size_t(i) * std::size_t(ntypes) + std::size_t(t)]);
   return most;
+}
+
+/// The neighbours of one frame that a search with `sel` slots per type drops: the sum over atoms
+/// and types of max(0, count - sel[t]) (brute_neighbor_counts).
+inline long brute_neighbors_beyond(double const* coord, double const* box, int const* types, int natoms,
+                                   std::vector<int> const& sel, double rcut) {
+  int const ntypes = int(sel.size());
+  std::vector<int> const count = brute_neighbor_counts(coord, box, types, natoms, ntypes, rcut);
+  long beyond = 0;
+  for (std::size_t k = 0; k < count.size(); ++k) beyond += std::max(0, count[k] - sel[k % std::size_t(ntypes)]);
+  return beyond;
 }
 
 }  // namespace dpk_test

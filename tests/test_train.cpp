@@ -722,12 +722,10 @@ TEST_CASE("neighbour statistics: counts and nearest distance of every frame equa
     CAPTURE(start.size() ? start[0] : 0);
     std::vector<int> const slots = start.empty() ? std::vector<int>{32, 32} : start;
     long beyond = 0;
-    for (int f = 0; f < frames.nframes; ++f) {
-      auto const count = dpk_test::brute_neighbor_counts(&frames.coord[std::size_t(f) * 3 * frames.natoms],
-                                                         &frames.box[std::size_t(f) * 9], frames.types.data(),
-                                                         frames.natoms, 2, 6.0);
-      for (std::size_t k = 0; k < count.size(); ++k) beyond += std::max(0, count[k] - slots[k % 2]);
-    }
+    for (int f = 0; f < frames.nframes; ++f)
+      beyond += dpk_test::brute_neighbors_beyond(&frames.coord[std::size_t(f) * 3 * frames.natoms],
+                                                 &frames.box[std::size_t(f) * 9], frames.types.data(), frames.natoms,
+                                                 slots, 6.0);
     dpk::NeighborStat const stat = dpk::data_neighbor_stat<double>(Space(), sampler, 6.0, 2, start);
     CHECK(stat.max_neighbors == want);
     CHECK(stat.min_distance == doctest::Approx(nearest).epsilon(1e-13));
@@ -797,12 +795,10 @@ TEST_CASE("trainer: sel \"auto\" from the training frames; a too small sel warne
   // frame from the shuffled order are the 4 frames; the neighbours beyond sel [20, 40] in them
   // by brute force.
   long beyond = 0;
-  for (int f = 0; f < 4; ++f) {
-    auto const count = dpk_test::brute_neighbor_counts(&frames[0].coord[std::size_t(f) * 3 * frames[0].natoms],
-                                                       &frames[0].box[std::size_t(f) * 9], frames[0].types.data(),
-                                                       frames[0].natoms, 2, 6.0);
-    for (std::size_t k = 0; k < count.size(); ++k) beyond += std::max(0, count[k] - (k % 2 ? 40 : 20));
-  }
+  for (int f = 0; f < 4; ++f)
+    beyond += dpk_test::brute_neighbors_beyond(&frames[0].coord[std::size_t(f) * 3 * frames[0].natoms],
+                                               &frames[0].box[std::size_t(f) * 9], frames[0].types.data(),
+                                               frames[0].natoms, {20, 40}, 6.0);
   options.skip_neighbor_stat = true;
   options.data_stat_nbatch = 4;
   options.output_dir = dir + "/small_skip";
