@@ -13,6 +13,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <sstream>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -650,6 +651,104 @@ TEST_CASE("sampler: reshuffles when fewer than batch_size frames remain; custom 
   options.weights = dpk::system_weights(data, two);
   dpk::DataSampler only_big(two, dpk::BatchSize{false, 1, {}}, 5, options);
   for (int i = 0; i < 50; ++i) CHECK(only_big.next().system == 1);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("sampler: the sets walk takes one set at a time in folder order (DeePMD-kit TF); the frames walk one pool") {
+  fs::path const dir = scratch("sampler_sets_walk");
+  TinySystem const t(dir / "t", 2, 5);  // sets of 5, 5 and 3 frames: frames 0-4, 5-9, 10-12
+  t.write_set(2, 3, false, false);
+  std::vector<dpk::System> const systems = dpk::read_systems({t.dir.string()}, {});
+  REQUIRE(systems[0].set_nframes == std::vector<int>{5, 5, 3});
+  auto const set_of = [](int frame) { return frame < 5 ? 0 : frame < 10 ? 1 : 2; };
+
+  SUBCASE("batches of 2: two per 5-frame set (one frame left out), one from the 3-frame set, then set 0 again") {
+    dpk::DataSampler sampler(systems, dpk::BatchSize{false, 2, {}}, 3);
+    CHECK(sampler.walk() == dpk::FrameWalk::sets);
+    std::vector<int> const expected_sets = {0, 0, 1, 1, 2, 0, 0, 1, 1, 2, 0, 0};
+    std::vector<int> in_pass;
+    for (std::size_t i = 0; i < expected_sets.size(); ++i) {
+      dpk::HostBatch const b = sampler.next();
+      REQUIRE(b.nframes == 2);
+      CHECK(set_of(b.frames[0]) == expected_sets[i]);
+      CHECK(set_of(b.frames[1]) == expected_sets[i]);
+      CHECK(b.energy[0] == -100.0 - 10.0 * set_of(b.frames[0]) - (b.frames[0] - 5 * set_of(b.frames[0])));
+      in_pass.insert(in_pass.end(), b.frames.begin(), b.frames.end());
+      if (i == 1 || i == 3 || i == 4) {  // a set's frames are drawn without repeats
+        std::sort(in_pass.begin(), in_pass.end());
+        CHECK(std::adjacent_find(in_pass.begin(), in_pass.end()) == in_pass.end());
+        in_pass.clear();
+      }
+    }
+  }
+  SUBCASE("batches of 4: a set smaller than the batch gives a short batch") {
+    dpk::DataSampler sampler(systems, dpk::BatchSize{false, 4, {}}, 3);
+    std::vector<int> sizes, sets;
+    for (int i = 0; i < 6; ++i) {
+      dpk::HostBatch const b = sampler.next();
+      sizes.push_back(b.nframes);
+      sets.push_back(set_of(b.frames[0]));
+      for (int f : b.frames) CHECK(set_of(f) == sets.back());
+    }
+    CHECK(sizes == std::vector<int>{4, 4, 3, 4, 4, 3});
+    CHECK(sets == std::vector<int>{0, 1, 2, 0, 1, 2});
+  }
+  SUBCASE("the frames walk mixes the sets; a restored state continues either walk, its set included") {
+    dpk::SamplerOptions frames_walk;
+    frames_walk.walk = dpk::FrameWalk::frames;
+    dpk::DataSampler pool(systems, dpk::BatchSize{false, 1, {}}, 3, frames_walk);
+    std::vector<int> first_sets;
+    for (int i = 0; i < 12; ++i) first_sets.push_back(set_of(pool.next().frames[0]));
+    CHECK(std::count(first_sets.begin(), first_sets.end(), 0) < 12);  // 13 frames in one shuffled pool
+
+    for (dpk::FrameWalk walk : {dpk::FrameWalk::sets, dpk::FrameWalk::frames}) {
+      dpk::SamplerOptions options;
+      options.walk = walk;
+      dpk::DataSampler a(systems, dpk::BatchSize{false, 2, {}}, 11, options);
+      for (int i = 0; i < 3; ++i) a.next();  // into set 1 (sets walk)
+      std::string const state = a.rng_state();
+      CHECK(state.rfind(std::string("dpk::DataSampler 3 ") + dpk::frame_walk_name(walk) + "\n", 0) == 0);
+      dpk::DataSampler b(systems, dpk::BatchSize{false, 2, {}}, 99);  // default walk: sets
+      b.set_rng_state(state);
+      CHECK(b.walk() == walk);
+      for (int i = 0; i < 20; ++i) CHECK(a.next().frames == b.next().frames);
+    }
+  }
+  SUBCASE("a version-2 state (before the sets walk) restores the frames walk; bad set indices are refused") {
+    dpk::SamplerOptions frames_walk;
+    frames_walk.walk = dpk::FrameWalk::frames;
+    dpk::DataSampler a(systems, dpk::BatchSize{false, 1, {}}, 5, frames_walk);
+    a.next();
+    std::string const v3 = a.rng_state();
+    // Version 2 wrote no walk name and no set index: "n cursor frames..." per system.
+    std::istringstream in(v3);
+    std::string line, v2;
+    std::getline(in, line);
+    v2 += "dpk::DataSampler 2\n";
+    std::getline(in, line);  // engine
+    v2 += line + "\n";
+    std::getline(in, line);  // systems and sequential position
+    v2 += line + "\n";
+    std::getline(in, line);  // n cursor set frames...
+    std::istringstream fields(line);
+    std::string n, cursor, set, rest;
+    fields >> n >> cursor >> set;
+    std::getline(fields, rest);
+    CHECK(set == "0");
+    v2 += n + " " + cursor + rest + "\n";
+    dpk::DataSampler b(systems, dpk::BatchSize{false, 1, {}}, 99);
+    b.set_rng_state(v2);
+    CHECK(b.walk() == dpk::FrameWalk::frames);
+    for (int i = 0; i < 20; ++i) CHECK(a.next().frames == b.next().frames);
+
+    dpk::DataSampler c(systems, dpk::BatchSize{false, 1, {}}, 5);
+    std::string bad = c.rng_state();
+    std::size_t const at = bad.rfind("\n5 0 0 ");  // the system line: 5 frames of set 0, cursor 0
+    REQUIRE(at != std::string::npos);
+    bad.replace(at, 7, "\n5 0 7 ");
+    check_error([&] { c.set_rng_state(bad); }, {"set_rng_state", "does not match system"});
+    check_error([] { dpk::parse_frame_walk("set", "--frame-walk"); }, {"--frame-walk", "'set'", "\"sets\" or \"frames\""});
+  }
   fs::remove_all(dir);
 }
 

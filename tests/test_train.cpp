@@ -614,7 +614,10 @@ TEST_CASE("trainer: stop + restart continues bit for bit (float64 and float32)")
     options.restart = restart;
     options.data_stat_nbatch = 2;
     options.log = nullptr;
-    dpk::Trainer<Scalar, Space> trainer(tiny_input(6), {water_frames(0, 4)}, {water_frames(4, 2)}, options, comm);
+    // Three sets, so the stop falls inside the sets walk's second pass (its set index is state).
+    dpk::System training = water_frames(0, 4);
+    training.set_nframes = {2, 1, 1};
+    dpk::Trainer<Scalar, Space> trainer(tiny_input(6), {training}, {water_frames(4, 2)}, options, comm);
     return trainer.run();
   };
   auto check = [&](auto scalar_tag, std::string const& tag) {
@@ -985,14 +988,21 @@ TEST_CASE("trainer: a checkpoint of the frame-count convention restarts only whe
   CHECK(contains(message, ckpt));
   CHECK(contains(message, "frame counts"));
   CHECK(contains(message, "--init-model"));
-  // batch_size 1: batches = frames, the same probabilities: it restarts and writes state version 2.
+  // batch_size 1: batches = frames, the same probabilities: it restarts, continues the checkpoint's
+  // walk of all frames as one pool, and writes state version 3 naming that walk.
+  std::ostringstream log;
+  options.log = &log;
+  REQUIRE(options.frame_walk == dpk::FrameWalk::sets);  // the default, which the checkpoint predates
   auto const summary =
       dpk::Trainer<double, Space>(dpk::read_input(multi_system_input_file(dir, 1, true)), options, comm).run();
+  INFO(log.str());
+  CHECK(contains(log.str(), "the checkpoint walks the training frames by frames; the restart continues its walk"));
   CHECK(summary.first_step == 2);
   CHECK(summary.last_step == 4);
   auto const after = dpk::read_model_file(dpk::resolve_checkpoint(dir + "/model.ckpt"));
   CHECK(after.step == 4);
-  CHECK(dpk::DataSampler::version_of_state(after.sampler_states.at(0)) == 2);
+  CHECK(dpk::DataSampler::version_of_state(after.sampler_states.at(0)) == 3);
+  CHECK(after.sampler_states.at(0).rfind("dpk::DataSampler 3 frames\n", 0) == 0);
   std::filesystem::remove_all(dir);
 }
 

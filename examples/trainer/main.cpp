@@ -394,6 +394,12 @@ int main(int argc, char** argv) {
                       "training batches of every system for the statistics (default: the input's "
                       "model.data_stat_nbatch, else 10)")
         ->check(CLI::PositiveNumber);
+    std::string frame_walk = "sets";
+    train->add_option("--frame-walk", frame_walk,
+                      "how batches walk a system's frames: 'sets', one set.* folder at a time as DeePMD-kit's "
+                      "TensorFlow backend does (default), or 'frames', all frames of a system as one pool; a "
+                      "restart continues its checkpoint's walk")
+        ->check(CLI::IsMember({"sets", "frames"}));
 
     auto* test = app.add_subcommand("test", "energy/force/virial errors of a model on a system (like dp test)");
     std::string model_path, system_path, detail;
@@ -455,6 +461,7 @@ int main(int argc, char** argv) {
         if (comm.is_root())
           std::cout << "dpk-train: " << threads << "\ndpk-train: " << dpk::program::describe_blas_kernels() << std::endl;
         check_oversubscription(comm);
+        options.frame_walk = dpk::parse_frame_walk(frame_walk, "--frame-walk");
         std::string converted;  // --init-model model.dp|model.yaml: a dpk model file for the trainer
         std::string const init_model = options.init_model;
         if (!options.init_model.empty() && is_deepmd_path(options.init_model)) {

@@ -5,9 +5,14 @@
 ///
 /// Random mode (training): a system is chosen with probability proportional to its number of
 /// batches (DeePMD-kit's `prob_sys_size`: sum over its sets of max(1, frames // batch_size);
-/// other weights may be given), then the next `batch_size` frames
-/// of that system's shuffled frame order are taken; the order is reshuffled when fewer than
-/// `batch_size` frames are left. Sequential mode (validation/test): every frame of every system in
+/// other weights may be given), then the next `batch_size` frames of that system's shuffled
+/// frame order are taken. By default the order walks the system's set.* folders one at a time,
+/// as DeePMD-kit's TensorFlow backend does (deepmd/utils/data.py DeepmdData.get_batch): the
+/// frames of one set, shuffled when the walk enters it; when fewer than `batch_size` are left,
+/// the next set in folder order (after the last, the first again; a set smaller than the batch
+/// gives a short batch). FrameWalk::frames instead treats all frames of a system as one pool
+/// (dpk's walk before it followed DeePMD-kit's). A one-set system walks alike either way.
+/// Sequential mode (validation/test): every frame of every system in
 /// order, batch by batch. The random stream is std::mt19937_64 with dpk's own integer and real
 /// draws, so batches are the same on every platform for a given seed.
 
@@ -36,12 +41,30 @@ enum class SamplingMode {
   sequential  ///< validation/test: all frames of all systems in order
 };
 
+/// How random mode walks the frames of one system (file comment).
+enum class FrameWalk {
+  sets,   ///< one set.* folder at a time, in folder order (DeePMD-kit TF)
+  frames  ///< all frames of the system as one pool
+};
+
+/// The name of `walk` as the command line and the sampler state write it.
+inline char const* frame_walk_name(FrameWalk walk) { return walk == FrameWalk::sets ? "sets" : "frames"; }
+
+/// The walk named `name` ("sets" or "frames"); throws naming `what` otherwise.
+inline FrameWalk parse_frame_walk(std::string const& name, std::string const& what) {
+  if (name == "sets") return FrameWalk::sets;
+  if (name == "frames") return FrameWalk::frames;
+  throw Error(what + ": '" + name + "' is not a frame walk (expected \"sets\" or \"frames\")");
+}
+
 /// Options of a DataSampler beyond the batch size and seed.
 struct SamplerOptions {
   SamplingMode mode = SamplingMode::random;
   /// Per-system weights of the system choice (need not sum to 1); empty = proportional to the
   /// batch counts (DeePMD-kit's prob_sys_size, see system_batch_counts).
   std::vector<double> weights;
+  /// How random mode walks a system's frames.
+  FrameWalk walk = FrameWalk::sets;
 };
 
 /// DeePMD-kit's number of batches of each system (deepmd/utils/data.py get_sys_numb_batch):
@@ -131,7 +154,11 @@ class DataSampler {
   /// Sampler over `systems` (non-empty) with `batch_size` frames per batch (auto sizes per
   /// system's atom count, at most the system's frame count), deterministic from `seed`.
   DataSampler(std::vector<System> systems, BatchSize batch_size, std::uint64_t seed, SamplerOptions options = {})
-      : systems_(std::move(systems)), batch_size_(std::move(batch_size)), mode_(options.mode), engine_(seed) {
+      : systems_(std::move(systems)),
+        batch_size_(std::move(batch_size)),
+        mode_(options.mode),
+        walk_(options.walk),
+        engine_(seed) {
     require(!systems_.empty(), "DataSampler: no systems given");
     require(batch_size_.per_system.empty() || batch_size_.per_system.size() == systems_.size(),
             "DataSampler: batch_size list has " + std::to_string(batch_size_.per_system.size()) + " entries for " +
@@ -155,11 +182,22 @@ class DataSampler {
       require(systems_[s].nframes > 0, "DataSampler: system '" + systems_[s].path + "' is empty");
       require(frames_per_batch(int(s)) > 0, "DataSampler: batch size of system '" + systems_[s].path + "' is zero");
     }
+    set_first_.resize(systems_.size());
+    for (std::size_t s = 0; s < systems_.size(); ++s) {
+      std::vector<int> const& sets = systems_[s].set_nframes;
+      set_first_[s] = {0};
+      for (int n : sets) set_first_[s].push_back(set_first_[s].back() + n);
+      if (sets.empty()) set_first_[s].push_back(systems_[s].nframes);
+      require(set_first_[s].back() == systems_[s].nframes,
+              "DataSampler: system '" + systems_[s].path + "': its sets hold " + std::to_string(set_first_[s].back()) +
+                  " frames, nframes is " + std::to_string(systems_[s].nframes));
+    }
     order_.resize(systems_.size());
     cursor_.assign(systems_.size(), 0);
+    set_.assign(systems_.size(), 0);
     for (std::size_t s = 0; s < systems_.size(); ++s) {
-      order_[s].resize(std::size_t(systems_[s].nframes));
-      for (int f = 0; f < systems_[s].nframes; ++f) order_[s][std::size_t(f)] = f;
+      auto const [first, last] = walked_frames(s, 0);
+      for (int f = first; f < last; ++f) order_[s].push_back(f);
       if (mode_ == SamplingMode::random) shuffle(order_[s]);
     }
   }
@@ -194,17 +232,27 @@ class DataSampler {
     require(mode_ == SamplingMode::random, "DataSampler::next_of: only in random mode");
     require(system >= 0 && std::size_t(system) < systems_.size(),
             "DataSampler::next_of: system " + std::to_string(system) + " out of range");
-    int const s = system;
-    std::vector<int>& order = order_[std::size_t(s)];
-    int const n = frames_per_batch(s);
-    if (cursor_[std::size_t(s)] + std::size_t(n) > order.size()) {
-      shuffle(order);
-      cursor_[std::size_t(s)] = 0;
+    std::size_t const s = std::size_t(system);
+    std::vector<int>& order = order_[s];
+    int n = std::min(frames_per_batch(system), int(order.size()));
+    if (cursor_[s] + std::size_t(n) > order.size()) {
+      std::size_t const nsets = walk_ == FrameWalk::sets ? set_first_[s].size() - 1 : 1;
+      if (nsets == 1) {  // the same frames again: the previous order reshuffled
+        shuffle(order);
+      } else {           // the next set's frames, in order, shuffled
+        set_[s] = (set_[s] + 1) % nsets;
+        auto const [first, last] = walked_frames(s, set_[s]);
+        order.clear();
+        for (int f = first; f < last; ++f) order.push_back(f);
+        shuffle(order);
+        n = std::min(frames_per_batch(system), int(order.size()));
+      }
+      cursor_[s] = 0;
     }
-    std::vector<int> const frames(order.begin() + std::ptrdiff_t(cursor_[std::size_t(s)]),
-                                  order.begin() + std::ptrdiff_t(cursor_[std::size_t(s)] + std::size_t(n)));
-    cursor_[std::size_t(s)] += std::size_t(n);
-    gather(s, frames, out);
+    std::vector<int> const frames(order.begin() + std::ptrdiff_t(cursor_[s]),
+                                  order.begin() + std::ptrdiff_t(cursor_[s] + std::size_t(n)));
+    cursor_[s] += std::size_t(n);
+    gather(system, frames, out);
   }
 
   /// Frames [first_frame, first_frame + nframes) of `system`, in order (for evaluation).
@@ -255,10 +303,13 @@ class DataSampler {
   BatchSize const& batch_size() const { return batch_size_; }
   /// Sampling mode.
   SamplingMode mode() const { return mode_; }
+  /// How random mode walks a system's frames (a restored state brings its own walk).
+  FrameWalk walk() const { return walk_; }
 
-  /// Version of the text rng_state() writes. 2: systems drawn by batch count (DeePMD-kit's
-  /// prob_sys_size); 1 (dpk before): by frame count. The text is the same otherwise.
-  static constexpr int state_version = 2;
+  /// Version of the text rng_state() writes. 3: the frame walk and each system's current set
+  /// are written (versions 1 and 2 walked frames); 2: systems drawn by batch count (DeePMD-kit's
+  /// prob_sys_size); 1 (dpk before): by frame count.
+  static constexpr int state_version = 3;
 
   /// Version of a state text from rng_state() (0 when it is not one).
   static int version_of_state(std::string const& state) {
@@ -272,26 +323,30 @@ class DataSampler {
   /// The whole sampling state (random engine, frame orders, positions) as text, for checkpoints.
   std::string rng_state() const {
     std::ostringstream out;
-    out << "dpk::DataSampler " << state_version << "\n" << engine_ << "\n" << systems_.size() << " " << sequential_system_ << " "
-        << sequential_frame_ << "\n";
+    out << "dpk::DataSampler " << state_version << " " << frame_walk_name(walk_) << "\n"
+        << engine_ << "\n"
+        << systems_.size() << " " << sequential_system_ << " " << sequential_frame_ << "\n";
     for (std::size_t s = 0; s < systems_.size(); ++s) {
-      out << order_[s].size() << " " << cursor_[s];
+      out << order_[s].size() << " " << cursor_[s] << " " << set_[s];
       for (int f : order_[s]) out << " " << f;
       out << "\n";
     }
     return out.str();
   }
 
-  /// Restores a state from rng_state() of a sampler over the same systems (version 1 or 2: the
-  /// caller decides whether a version-1 state's system probabilities still hold); throws when
-  /// the text is not such a state.
+  /// Restores a state from rng_state() of a sampler over the same systems, its frame walk
+  /// included (versions 1 and 2 walked frames; the caller decides whether a version-1 state's
+  /// system probabilities still hold); throws when the text is not such a state.
   void set_rng_state(std::string const& state) {
     std::istringstream in(state);
-    std::string tag;
+    std::string tag, walk_name = "frames";
     int version = 0;
     in >> tag >> version;
-    require(in && tag == "dpk::DataSampler" && (version == 1 || version == 2),
-            "DataSampler::set_rng_state: not a sampler state (versions 1 and 2 are read)");
+    require(in && tag == "dpk::DataSampler" && version >= 1 && version <= 3,
+            "DataSampler::set_rng_state: not a sampler state (versions 1 to 3 are read)");
+    if (version >= 3) in >> walk_name;
+    require(bool(in), "DataSampler::set_rng_state: the state names no frame walk");
+    FrameWalk const walk = parse_frame_walk(walk_name, "DataSampler::set_rng_state");
     std::mt19937_64 engine;
     in >> engine;
     std::size_t nsystems = 0;
@@ -300,24 +355,30 @@ class DataSampler {
     require(in && nsystems == systems_.size(), "DataSampler::set_rng_state: state is for " + std::to_string(nsystems) +
                                                    " systems, this sampler has " + std::to_string(systems_.size()));
     std::vector<std::vector<int>> order(nsystems);
-    std::vector<std::size_t> cursor(nsystems);
+    std::vector<std::size_t> cursor(nsystems), set(nsystems, 0);
     for (std::size_t s = 0; s < nsystems; ++s) {
       std::size_t n = 0;
       in >> n >> cursor[s];
-      require(in && n == std::size_t(systems_[s].nframes) && cursor[s] <= n,
+      if (version >= 3) in >> set[s];
+      std::size_t const nsets = walk == FrameWalk::sets ? set_first_[s].size() - 1 : 1;
+      require(in && set[s] < nsets, "DataSampler::set_rng_state: state does not match system '" + systems_[s].path + "'");
+      auto const [first, last] = walked_frames(s, set[s], walk);
+      require(n == std::size_t(last - first) && cursor[s] <= n,
               "DataSampler::set_rng_state: state does not match system '" + systems_[s].path + "'");
       order[s].resize(n);
       for (auto& f : order[s]) {
         in >> f;
-        require(in && f >= 0 && std::size_t(f) < n, "DataSampler::set_rng_state: corrupt frame order");
+        require(in && f >= first && f < last, "DataSampler::set_rng_state: corrupt frame order");
       }
     }
     require(seq_system >= 0 && std::size_t(seq_system) < nsystems && seq_frame >= 0 &&
                 seq_frame < systems_[std::size_t(seq_system)].nframes,
             "DataSampler::set_rng_state: corrupt sequential position");
+    walk_ = walk;
     engine_ = engine;
     order_ = std::move(order);
     cursor_ = std::move(cursor);
+    set_ = std::move(set);
     sequential_system_ = seq_system;
     sequential_frame_ = seq_frame;
   }
@@ -333,6 +394,13 @@ class DataSampler {
   }
   /// Uniform real in [0, 1) with 53 random bits.
   double uniform_real() { return double(engine_() >> 11) * (1.0 / 9007199254740992.0); }
+  /// The frames [first, last) that random mode walks in set `set` of `system` under `walk`
+  /// (the whole system when walking frames).
+  std::pair<int, int> walked_frames(std::size_t system, std::size_t set, FrameWalk walk) const {
+    if (walk == FrameWalk::frames) return {0, systems_[system].nframes};
+    return {set_first_[system][set], set_first_[system][set + 1]};
+  }
+  std::pair<int, int> walked_frames(std::size_t system, std::size_t set) const { return walked_frames(system, set, walk_); }
   /// Fisher-Yates shuffle with uniform_below.
   void shuffle(std::vector<int>& v) {
     for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[std::size_t(uniform_below(i))]);
@@ -373,10 +441,13 @@ class DataSampler {
   std::vector<System> systems_;
   BatchSize batch_size_;
   SamplingMode mode_;
+  FrameWalk walk_;
   std::mt19937_64 engine_;
   std::vector<double> weights_, cumulative_;
   std::vector<std::vector<int>> order_;
   std::vector<std::size_t> cursor_;
+  std::vector<std::size_t> set_;                 ///< each system's current set (FrameWalk::sets)
+  std::vector<std::vector<int>> set_first_;      ///< each system's first frame of each set, then nframes
   int sequential_system_ = 0, sequential_frame_ = 0;
 };
 

@@ -83,6 +83,10 @@ struct TrainerOptions {
   /// before training, when the starting model file does not hold it; stored in the model's
   /// `training.min_neighbor_distance` for `dpk-train compress`). DeePMD-kit's --skip-neighbor-stat.
   bool skip_neighbor_stat = false;
+  /// How the training and validation batches walk a system's frames: set.* folder by set.*
+  /// folder as DeePMD-kit TF does (default), or all frames as one pool (io/data_sampler.hpp).
+  /// A restart continues the checkpoint's walk.
+  FrameWalk frame_walk = FrameWalk::sets;
   /// When set, rank 0 writes one line per step to this file: `step update_s display_s save_s`
   /// (wall seconds of the update, of the lcurve/validation line and of the checkpoint; the
   /// execution space is fenced before each reading), then the seconds of each region in
@@ -162,6 +166,7 @@ class Trainer {
     compute_energy_bias_table(training);
     std::uint64_t const rank_seed = seed ^ (std::uint64_t(comm_.rank()) * 0x9E3779B97F4A7C15ull);
     SamplerOptions train_options;
+    train_options.walk = options_.frame_walk;
     train_options.weights = system_weights(config_.training.training_data, training);
     sampler_.emplace(std::move(training), config_.training.training_data.batch_size, rank_seed, train_options);
     if (config_.descriptor.sel_auto) resolve_auto_sel();
@@ -169,6 +174,7 @@ class Trainer {
     if (!validation.empty()) {
       if (!config_.training.validation_data) config_.training.validation_data.emplace();
       SamplerOptions valid_options;
+      valid_options.walk = options_.frame_walk;
       valid_options.weights = system_weights(*config_.training.validation_data, validation);
       validation_sampler_.emplace(std::move(validation), config_.training.validation_data->batch_size, seed + 1,
                                   valid_options);
@@ -481,6 +487,10 @@ class Trainer {
       sampler_->set_rng_state(state);
       if (validation_sampler_ && d.training.contains("validation_sampler_state"))
         validation_sampler_->set_rng_state(d.training["validation_sampler_state"].get<std::string>());
+      if (sampler_->walk() != options_.frame_walk && log())
+        *log() << "dpk-train: the checkpoint walks the training frames by " << frame_walk_name(sampler_->walk())
+               << "; the restart continues its walk (the frame walk " << frame_walk_name(options_.frame_walk)
+               << " applies to fresh runs)\n";
       last_checkpoint_ = file;
       if (comm_.is_root()) adopt_checkpoints(file);
       if (log()) *log() << "dpk-train: restarting from " << file << " at step " << step_ << "\n";
