@@ -2,17 +2,20 @@
 // collectives, data-parallel training equivalence (N ranks x batch 1 == 1 rank x batch N on the
 // same frames after 20 steps), a restart under MPI (10 steps, restart, 10 more == 20 steps,
 // bit for bit), and the validation metrics of lcurve.out with 5 validation batches split over
-// N ranks (uneven at 2, 3 and 4): the 1-rank values, every validation frame once.
+// N ranks (uneven at 2, 3 and 4): the 1-rank values, every validation frame once; the
+// neighbour statistics of all training frames searched in shares over the ranks (brute force).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include <dpk/train.hpp>
+#include "brute_distance.hpp"
 #include "train_test_helpers.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -254,6 +257,56 @@ TEST_CASE("validation over N ranks: 5 batches (uneven at 2, 3, 4 ranks) give the
     CHECK(vs_frames <= 1e-12);
     CHECK(closest > 1e-6);
     std::filesystem::remove_all(base);
+  }
+}
+
+TEST_CASE("neighbour statistics over N ranks: each rank searches its share; sel auto and distance of all frames") {
+  // The trainer's search of every training frame (sel "auto", the smallest neighbour distance):
+  // rank r searches frame groups r, r + N, ... (10 frames of 192 atoms per group: 5 groups of
+  // 43 frames), the shares are reduced. Against brute force over all 43 frames.
+  using Space = dpk::DefaultExecutionSpace;
+  dpk::Communicator world;
+  std::vector<dpk::System> const frames = {water_frames(0, 43)};
+  dpk::System const& s = frames[0];
+  std::vector<int> most(2, 0);
+  double nearest = std::numeric_limits<double>::infinity();
+  for (int f = 0; f < s.nframes; ++f) {
+    double const* coord = &s.coord[std::size_t(f) * std::size_t(s.natoms) * 3];
+    double const* box = &s.box[std::size_t(f) * 9];
+    std::vector<int> const m = dpk_test::brute_max_neighbors(coord, box, s.types.data(), s.natoms, 2, 6.0);
+    for (int t = 0; t < 2; ++t) most[std::size_t(t)] = std::max(most[std::size_t(t)], m[std::size_t(t)]);
+    nearest = std::min(nearest, dpk_test::brute_min_distance(coord, box, s.natoms));
+  }
+  // This rank's share alone: its groups' frames, and at most the counts of all frames.
+  dpk::DataSampler const sampler(frames, dpk::BatchSize{false, 1, {}}, 1);
+  dpk::NeighborStat const share =
+      dpk::data_neighbor_stat<double>(Space(), sampler, 6.0, 2, {}, world.rank(), world.size());
+  long expected_share = 0;
+  for (int g = world.rank(); g < 5; g += world.size()) expected_share += g < 4 ? 10 : 3;
+  CHECK(share.frames == expected_share);
+  for (int t = 0; t < 2; ++t) CHECK(share.max_neighbors[std::size_t(t)] <= most[std::size_t(t)]);
+  dpk::NeighborStat const all = dpk::reduce_neighbor_stat(world, share);
+  CHECK(all.frames == 43);
+  CHECK(all.max_neighbors == most);
+  CHECK(all.min_distance == doctest::Approx(nearest).epsilon(1e-13));
+
+  std::string const dir = "/tmp/dpk_mpi_auto_sel_" + world.broadcast_string(std::to_string(::getpid()));
+  dpk::TrainerOptions options;
+  options.output_dir = dir;
+  options.stop_at = 0;
+  options.data_stat_nbatch = 1;
+  options.log = nullptr;
+  dpk::InputConfig config = tiny_input(1);
+  config.descriptor.sel.clear();
+  config.descriptor.sel_auto = 1.1;
+  dpk::Trainer<double, Space> trainer(config, frames, {}, options, world);
+  CHECK(trainer.config().descriptor.sel == dpk::auto_sel(most, 1.1));  // on every rank
+  trainer.run();
+  if (world.is_root()) {
+    dpk::ModelFileData const data = dpk::read_model_file(dir + "/model.dpk");
+    CHECK(data.descriptor.sel == dpk::auto_sel(most, 1.1));
+    CHECK(data.training["min_neighbor_distance"].get<double>() == doctest::Approx(nearest).epsilon(1e-13));
+    std::filesystem::remove_all(dir);
   }
 }
 

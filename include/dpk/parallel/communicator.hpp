@@ -181,6 +181,17 @@ class Communicator {
     return values[0];
   }
 
+  /// Element-wise maximum of a few host values over all ranks, in place.
+  void allreduce_max(std::vector<double>& values) const {
+#if defined(DPK_ENABLE_MPI)
+    if (size_ == 1 || values.empty()) return;
+    detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, values.data(), int(values.size()), MPI_DOUBLE, MPI_MAX, comm_),
+                      "allreduce max of host values");
+#else
+    (void)values;
+#endif
+  }
+
   /// Maximum of one host value over all ranks.
   double allreduce_max(double value) const {
 #if defined(DPK_ENABLE_MPI)

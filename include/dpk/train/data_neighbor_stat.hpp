@@ -95,35 +95,59 @@ class NeighborStatAccumulator {
 };
 
 namespace detail {
-/// Calls f(frames) for every frame of every system of `sampler` in order (its draws untouched),
-/// uploaded in groups of at most 64 frames and about `group_atoms` atoms.
+/// Calls f(frames) for the frames of every system of `sampler` in order (its draws untouched),
+/// uploaded in groups of at most 64 frames and about `group_atoms` atoms: of the groups, numbered
+/// over all systems, those whose number is `part` modulo `parts` (all of them by default).
 template <class Scalar, class MemorySpace, class F>
-void for_each_frame_group(DataSampler const& sampler, int group_atoms, F&& f) {
+void for_each_frame_group(DataSampler const& sampler, int group_atoms, F&& f, int part = 0, int parts = 1) {
+  require(parts >= 1 && part >= 0 && part < parts,
+          "frame groups: part " + std::to_string(part) + " of " + std::to_string(parts) + " does not exist");
   HostBatch batch;
   Frames<Scalar, MemorySpace> frames;
   Labels<Scalar, MemorySpace> labels;
   auto const& systems = sampler.systems();
+  long number = 0;
   for (std::size_t s = 0; s < systems.size(); ++s) {
     int const nframes = systems[s].nframes;
     int const group = std::clamp(group_atoms / std::max(1, systems[s].natoms), 1, 64);
-    for (int first = 0; first < nframes; first += group) {
-      sampler.batch(int(s), first, std::min(group, nframes - first), batch);
-      upload(batch, frames, labels);
-      f(frames);
-    }
+    for (int first = 0; first < nframes; first += group)
+      if (number++ % parts == part) {
+        sampler.batch(int(s), first, std::min(group, nframes - first), batch);
+        upload(batch, frames, labels);
+        f(frames);
+      }
   }
 }
 }  // namespace detail
 
-/// The statistics (NeighborStatAccumulator) of every frame of `sampler`'s systems.
+/// The statistics (NeighborStatAccumulator) of every frame of `sampler`'s systems; with `parts`
+/// > 1, of the share `part` of their frame groups (callers on several ranks combine the shares
+/// with reduce_neighbor_stat).
 template <class Scalar, class ExecutionSpace>
 NeighborStat data_neighbor_stat(ExecutionSpace const& space, DataSampler const& sampler, double rcut, int ntypes,
-                                std::vector<int> start_sel = {}) {
+                                std::vector<int> start_sel = {}, int part = 0, int parts = 1) {
   using Mem = memory_space_t<ExecutionSpace>;
   NeighborStatAccumulator<Scalar, ExecutionSpace> accumulator(rcut, ntypes, std::move(start_sel));
-  detail::for_each_frame_group<Scalar, Mem>(sampler, 2048,
-                                            [&](Frames<Scalar, Mem> const& frames) { accumulator.add(space, frames); });
+  detail::for_each_frame_group<Scalar, Mem>(
+      sampler, 2048, [&](Frames<Scalar, Mem> const& frames) { accumulator.add(space, frames); }, part, parts);
   return accumulator.stat();
+}
+
+/// The statistics of the union of every rank's frames from each rank's `stat` (same number of
+/// types on every rank): most neighbours and the smallest distance over ranks, frames and
+/// beyond-sel counts summed. `Comm` has allreduce_max and allreduce_sum of a std::vector<double>.
+template <class Comm>
+NeighborStat reduce_neighbor_stat(Comm const& comm, NeighborStat stat) {
+  std::vector<double> most(stat.max_neighbors.begin(), stat.max_neighbors.end());
+  most.push_back(-stat.min_distance);  // +infinity (no neighbour) stays the identity of the minimum
+  comm.allreduce_max(most);
+  for (std::size_t t = 0; t < stat.max_neighbors.size(); ++t) stat.max_neighbors[t] = int(most[t]);
+  stat.min_distance = -most.back();
+  std::vector<double> sums{double(stat.frames), double(stat.beyond_start_sel)};
+  comm.allreduce_sum(sums);
+  stat.frames = long(sums[0]);
+  stat.beyond_start_sel = long(sums[1]);
+  return stat;
 }
 
 /// DeePMD-kit's sel for `"sel": "auto:ratio"`: each type's largest neighbour count times ratio,

@@ -561,16 +561,15 @@ class Trainer {
 
   /// The smallest neighbour distance of the training data: the starting file's (`from`, its
   /// `training.min_neighbor_distance`) when it holds one, else a search over every training
-  /// frame on rank 0 (unless skip_neighbor_stat), then the same value on every rank.
+  /// frame (unless skip_neighbor_stat; all_frames_neighbor_stat), then the same value on every rank.
   void find_min_neighbor_distance(ModelFileData const& from) {
     double distance = 0;  // 0: unknown
     if (auto const stored = stored_min_neighbor_distance(from)) {
       distance = *stored;
     } else if (auto_sel_min_distance_) {
       distance = *auto_sel_min_distance_;
-    } else if (!options_.skip_neighbor_stat && comm_.is_root()) {
-      NeighborStat const stat =
-          data_neighbor_stat<Scalar>(space_, *sampler_, config_.descriptor.rcut, ntypes_, config_.descriptor.sel);
+    } else if (!options_.skip_neighbor_stat) {
+      NeighborStat const stat = all_frames_neighbor_stat(config_.descriptor.sel);
       double const found = stat.min_distance;
       if (std::isfinite(found) && found > 0) distance = found;
       all_frames_counted_ = true;
@@ -649,14 +648,23 @@ class Trainer {
     return most;
   }
 
-  /// `"sel": "auto[:ratio]"`: the neighbour statistics of every training frame (on every rank:
-  /// the same data give the same sel), sel = auto_sel(counts, ratio) like DeePMD-kit's; the
-  /// smallest distance is kept for the model file.
+  /// The neighbour statistics of every training frame (exact counts; `start_sel` the slots the
+  /// search starts from, empty: 32): each rank searches every comm_.size()-th group of frames,
+  /// and the shares are reduced over ranks, so every rank holds the statistics of all frames.
+  NeighborStat all_frames_neighbor_stat(std::vector<int> start_sel) {
+    NeighborStat const share = data_neighbor_stat<Scalar>(space_, *sampler_, config_.descriptor.rcut, ntypes_,
+                                                          std::move(start_sel), comm_.rank(), comm_.size());
+    return comm_.size() > 1 ? reduce_neighbor_stat(comm_, share) : share;
+  }
+
+  /// `"sel": "auto[:ratio]"`: the neighbour statistics of every training frame
+  /// (all_frames_neighbor_stat: every rank gets the same sel), sel = auto_sel(counts, ratio) like
+  /// DeePMD-kit's; the smallest distance is kept for the model file.
   void resolve_auto_sel() {
     double const ratio = *config_.descriptor.sel_auto;
     require(!options_.skip_neighbor_stat, "model.descriptor.sel \"auto\" needs the neighbour statistics of the "
                                           "training data; drop --skip-neighbor-stat or give sel as a list");
-    NeighborStat const stat = data_neighbor_stat<Scalar>(space_, *sampler_, config_.descriptor.rcut, ntypes_);
+    NeighborStat const stat = all_frames_neighbor_stat({});
     config_.descriptor.sel = auto_sel(stat.max_neighbors, ratio);
     config_.descriptor.sel_auto.reset();
     if (std::isfinite(stat.min_distance) && stat.min_distance > 0) auto_sel_min_distance_ = stat.min_distance;
