@@ -748,6 +748,9 @@ TEST_CASE("sampler: the sets walk takes one set at a time in folder order (DeePM
     bad.replace(at, 7, "\n5 0 7 ");
     check_error([&] { c.set_rng_state(bad); }, {"set_rng_state", "does not match system"});
     check_error([] { dpk::parse_frame_walk("set", "--frame-walk"); }, {"--frame-walk", "'set'", "\"sets\" or \"frames\""});
+    std::vector<dpk::System> empty_set = systems;
+    empty_set[0].set_nframes = {5, 0, 8};
+    check_error([&] { dpk::DataSampler(empty_set, dpk::BatchSize{false, 1, {}}, 1); }, {"has an empty set"});
   }
   fs::remove_all(dir);
 }

@@ -186,7 +186,10 @@ class DataSampler {
     for (std::size_t s = 0; s < systems_.size(); ++s) {
       std::vector<int> const& sets = systems_[s].set_nframes;
       set_first_[s] = {0};
-      for (int n : sets) set_first_[s].push_back(set_first_[s].back() + n);
+      for (int n : sets) {
+        require(n > 0, "DataSampler: system '" + systems_[s].path + "' has an empty set");
+        set_first_[s].push_back(set_first_[s].back() + n);
+      }
       if (sets.empty()) set_first_[s].push_back(systems_[s].nframes);
       require(set_first_[s].back() == systems_[s].nframes,
               "DataSampler: system '" + systems_[s].path + "': its sets hold " + std::to_string(set_first_[s].back()) +
@@ -275,7 +278,8 @@ class DataSampler {
     gather(system, frame_indices, out);
   }
 
-  /// Frames per batch of `system`: the batch size for its atom count, at most its frame count.
+  /// Frames per batch of `system`: the batch size for its atom count, at most its frame count
+  /// (the sets walk takes fewer from a set smaller than that).
   int frames_per_batch(int system) const {
     System const& s = systems_[std::size_t(system)];
     return std::min(batch_size_.frames_for(std::size_t(system), s.natoms), s.nframes);
