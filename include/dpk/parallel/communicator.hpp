@@ -164,15 +164,7 @@ class Communicator {
   }
 
   /// Sums a few host values over all ranks in place.
-  void allreduce_sum(std::vector<double>& values) const {
-#if defined(DPK_ENABLE_MPI)
-    if (size_ == 1 || values.empty()) return;
-    detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, values.data(), int(values.size()), MPI_DOUBLE, MPI_SUM, comm_),
-                      "allreduce of host values");
-#else
-    (void)values;
-#endif
-  }
+  void allreduce_sum(std::vector<double>& values) const { allreduce_host(values, false); }
 
   /// Sum of one host value over all ranks.
   double allreduce_sum(double value) const {
@@ -182,15 +174,7 @@ class Communicator {
   }
 
   /// Element-wise maximum of a few host values over all ranks, in place.
-  void allreduce_max(std::vector<double>& values) const {
-#if defined(DPK_ENABLE_MPI)
-    if (size_ == 1 || values.empty()) return;
-    detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, values.data(), int(values.size()), MPI_DOUBLE, MPI_MAX, comm_),
-                      "allreduce max of host values");
-#else
-    (void)values;
-#endif
-  }
+  void allreduce_max(std::vector<double>& values) const { allreduce_host(values, true); }
 
   /// Maximum of one host value over all ranks.
   double allreduce_max(double value) const {
@@ -260,6 +244,19 @@ class Communicator {
   }
 
  private:
+  /// allreduce_sum / allreduce_max of host values (`maximum`: MPI_MAX, else MPI_SUM).
+  void allreduce_host(std::vector<double>& values, bool maximum) const {
+#if defined(DPK_ENABLE_MPI)
+    if (size_ == 1 || values.empty()) return;
+    detail::check_mpi(MPI_Allreduce(MPI_IN_PLACE, values.data(), int(values.size()), MPI_DOUBLE,
+                                    maximum ? MPI_MAX : MPI_SUM, comm_),
+                      maximum ? "allreduce max of host values" : "allreduce of host values");
+#else
+    (void)values;
+    (void)maximum;
+#endif
+  }
+
   template <class MemorySpace>
   bool direct() const {
     return device_aware_ || std::is_same_v<MemorySpace, Kokkos::HostSpace>;
