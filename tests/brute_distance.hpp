@@ -1,6 +1,7 @@
 #pragma once
 // Brute-force smallest distance and neighbour counts of a frame, periodic images included: the
-// independent references for dpk's neighbour statistics (test_compress, test_train).
+// independent references for dpk's neighbour statistics (test_compress, test_train; over a
+// System's frames: train_test_helpers.hpp brute_system_stat).
 
 #include <algorithm>
 #include <cmath>

@@ -8,14 +8,12 @@
 #include <doctest/doctest.h>
 
 #include <dpk/train.hpp>
-#include "brute_distance.hpp"
 #include "train_test_helpers.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -267,16 +265,9 @@ TEST_CASE("neighbour statistics over N ranks: each rank searches its share; sel 
   using Space = dpk::DefaultExecutionSpace;
   dpk::Communicator world;
   std::vector<dpk::System> const frames = {water_frames(0, 43)};
-  dpk::System const& s = frames[0];
-  std::vector<int> most(2, 0);
-  double nearest = std::numeric_limits<double>::infinity();
-  for (int f = 0; f < s.nframes; ++f) {
-    double const* coord = &s.coord[std::size_t(f) * std::size_t(s.natoms) * 3];
-    double const* box = &s.box[std::size_t(f) * 9];
-    std::vector<int> const m = dpk_test::brute_max_neighbors(coord, box, s.types.data(), s.natoms, 2, 6.0);
-    for (int t = 0; t < 2; ++t) most[std::size_t(t)] = std::max(most[std::size_t(t)], m[std::size_t(t)]);
-    nearest = std::min(nearest, dpk_test::brute_min_distance(coord, box, s.natoms));
-  }
+  dpk_test::BruteSystemStat const brute = dpk_test::brute_system_stat(frames[0], 2, 6.0);
+  std::vector<int> const& most = brute.max_neighbors;
+  double const nearest = brute.min_distance;
   // This rank's share alone: its groups' frames, and at most the counts of all frames.
   dpk::DataSampler const sampler(frames, dpk::BatchSize{false, 1, {}}, 1);
   dpk::NeighborStat const share =

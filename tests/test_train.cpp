@@ -646,15 +646,6 @@ TEST_CASE("trainer: stop + restart continues bit for bit (float64 and float32)")
   check(float(), "f32");
 }
 
-/// Smallest distance between two atoms of any frame of `s` (brute force, periodic images).
-double brute_min_distance(dpk::System const& s) {
-  double best = std::numeric_limits<double>::infinity();
-  for (int f = 0; f < s.nframes; ++f)
-    best = std::min(best, dpk_test::brute_min_distance(&s.coord[std::size_t(f) * s.natoms * 3],
-                                                       &s.box[std::size_t(f) * 9], s.natoms));
-  return best;
-}
-
 TEST_CASE("trainer: stored neighbour distance; compressed training moves only the fitting nets") {
   using Space = dpk::DefaultExecutionSpace;
   dpk::Communicator comm;
@@ -669,7 +660,7 @@ TEST_CASE("trainer: stored neighbour distance; compressed training moves only th
   // The trainer's search over every training frame equals a brute-force one.
   REQUIRE(data.training.contains("min_neighbor_distance"));
   double const stored = data.training["min_neighbor_distance"].get<double>();
-  CHECK(stored == doctest::Approx(brute_min_distance(frames[0])).epsilon(1e-13));
+  CHECK(stored == doctest::Approx(dpk_test::brute_system_stat(frames[0], 2, 6.0).min_distance).epsilon(1e-13));
   CHECK(stored > 0.8);
   CHECK(stored < 1.0);
 
@@ -709,15 +700,9 @@ TEST_CASE("trainer: stored neighbour distance; compressed training moves only th
 TEST_CASE("neighbour statistics: counts and nearest distance of every frame equal a brute-force search") {
   using Space = dpk::DefaultExecutionSpace;
   dpk::System const frames = water_frames(0, 6);
-  std::vector<int> want(2, 0);
-  double nearest = std::numeric_limits<double>::infinity();
-  for (int f = 0; f < frames.nframes; ++f) {
-    double const* coord = &frames.coord[std::size_t(f) * 3 * frames.natoms];
-    double const* box = &frames.box[std::size_t(f) * 9];
-    auto const most = dpk_test::brute_max_neighbors(coord, box, frames.types.data(), frames.natoms, 2, 6.0);
-    for (int t = 0; t < 2; ++t) want[std::size_t(t)] = std::max(want[std::size_t(t)], most[std::size_t(t)]);
-    nearest = std::min(nearest, dpk_test::brute_min_distance(coord, box, frames.natoms));
-  }
+  dpk_test::BruteSystemStat const brute = dpk_test::brute_system_stat(frames, 2, 6.0);
+  std::vector<int> const& want = brute.max_neighbors;
+  double const nearest = brute.min_distance;
   dpk::DataSampler const sampler({frames}, dpk::BatchSize{false, 1, {}}, 0, {dpk::SamplingMode::sequential, {}});
   // The default start (32 slots per type) is short for both types here: the search grows them.
   // beyond_start_sel: the neighbours a search with the start sel drops, sum of max(0, count - sel).
@@ -749,13 +734,7 @@ TEST_CASE("trainer: sel \"auto\" from the training frames; a too small sel warne
   using Space = dpk::DefaultExecutionSpace;
   dpk::Communicator comm;
   std::vector<dpk::System> const frames = {water_frames(0, 4)};
-  std::vector<int> counts(2, 0);
-  for (int f = 0; f < 4; ++f) {
-    auto const most = dpk_test::brute_max_neighbors(&frames[0].coord[std::size_t(f) * 3 * frames[0].natoms],
-                                                    &frames[0].box[std::size_t(f) * 9], frames[0].types.data(),
-                                                    frames[0].natoms, 2, 6.0);
-    for (int t = 0; t < 2; ++t) counts[std::size_t(t)] = std::max(counts[std::size_t(t)], most[std::size_t(t)]);
-  }
+  std::vector<int> const counts = dpk_test::brute_system_stat(frames[0], 2, 6.0).max_neighbors;
   auto bracket = [](std::vector<int> const& v) {
     std::string text;
     for (int n : v) text += (text.empty() ? "[" : ", ") + std::to_string(n);
@@ -774,7 +753,7 @@ TEST_CASE("trainer: sel \"auto\" from the training frames; a too small sel warne
   dpk::ModelFileData const data = dpk::read_model_file(dir + "/model.dpk");
   CHECK(data.descriptor.sel == dpk::auto_sel(counts, 1.25));
   CHECK(data.training["min_neighbor_distance"].get<double>() ==
-        doctest::Approx(brute_min_distance(frames[0])).epsilon(1e-13));
+        doctest::Approx(dpk_test::brute_system_stat(frames[0], 2, 6.0).min_distance).epsilon(1e-13));
   CHECK(contains(log.str(), "dpk-train: sel " + bracket(data.descriptor.sel) +
                                 " (\"auto:1.25\": the 4 training frames have up to " +
                                 bracket(counts) + " neighbours"));

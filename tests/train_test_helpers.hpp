@@ -1,14 +1,37 @@
 #pragma once
 // Shared pieces of the trainer tests: slices of the water example data.
 #include <dpk/io/input.hpp>
+#include "brute_distance.hpp"
 #include "source_paths.hpp"
 #include <dpk/io/system.hpp>
 
+#include <algorithm>
 #include <cstddef>
+#include <limits>
 #include <string>
 #include <vector>
 
 namespace dpk_test {
+
+/// Brute-force neighbour statistics of every frame of a System (brute_distance.hpp).
+struct BruteSystemStat {
+  std::vector<int> max_neighbors;  ///< per type: the most neighbours any atom has within rcut
+  double min_distance = std::numeric_limits<double>::infinity();  ///< between two atoms or images
+};
+
+/// BruteSystemStat of every frame of `s` for `ntypes` neighbour types and cutoff `rcut` (A).
+inline BruteSystemStat brute_system_stat(dpk::System const& s, int ntypes, double rcut) {
+  BruteSystemStat stat;
+  stat.max_neighbors.assign(std::size_t(ntypes), 0);
+  for (int f = 0; f < s.nframes; ++f) {
+    double const* coord = &s.coord[std::size_t(f) * std::size_t(s.natoms) * 3];
+    double const* box = &s.box[std::size_t(f) * 9];
+    std::vector<int> const most = brute_max_neighbors(coord, box, s.types.data(), s.natoms, ntypes, rcut);
+    for (std::size_t t = 0; t < most.size(); ++t) stat.max_neighbors[t] = std::max(stat.max_neighbors[t], most[t]);
+    stat.min_distance = std::min(stat.min_distance, brute_min_distance(coord, box, s.natoms));
+  }
+  return stat;
+}
 
 /// Frames [first, first + n) of examples/water/data/data_0 as a System.
 inline dpk::System water_frames(int first, int n) {
