@@ -67,6 +67,17 @@ struct SamplerOptions {
   FrameWalk walk = FrameWalk::sets;
 };
 
+/// The frames of each set of `sys` (System::set_nframes; one set of all frames when empty),
+/// checked against its frame count.
+inline std::vector<int> set_frame_counts(System const& sys) {
+  std::vector<int> sets = sys.set_nframes.empty() ? std::vector<int>{sys.nframes} : sys.set_nframes;
+  long total = 0;
+  for (int n : sets) total += n;
+  require(total == sys.nframes, "system '" + sys.path + "': its sets hold " + std::to_string(total) +
+                                    " frames, nframes is " + std::to_string(sys.nframes));
+  return sets;
+}
+
 /// DeePMD-kit's number of batches of each system (deepmd/utils/data.py get_sys_numb_batch):
 /// the sum over its sets of max(1, set frames // batch size), with the batch size the system
 /// gets from `batch_size` (not capped at the frame count). A System without per-set counts is
@@ -77,12 +88,7 @@ inline std::vector<long> system_batch_counts(std::vector<System> const& systems,
     System const& sys = systems[s];
     int const b = batch_size.frames_for(s, sys.natoms);
     require(b > 0, "batch size of system '" + sys.path + "' is " + std::to_string(b) + ", expected at least 1");
-    std::vector<int> const sets = sys.set_nframes.empty() ? std::vector<int>{sys.nframes} : sys.set_nframes;
-    long total = 0;
-    for (int n : sets) total += n;
-    require(total == sys.nframes, "system '" + sys.path + "': its sets hold " + std::to_string(total) +
-                                      " frames, nframes is " + std::to_string(sys.nframes));
-    for (int n : sets) counts[s] += std::max(1, n / b);
+    for (int n : set_frame_counts(sys)) counts[s] += std::max(1, n / b);
   }
   return counts;
 }
@@ -184,16 +190,11 @@ class DataSampler {
     }
     set_first_.resize(systems_.size());
     for (std::size_t s = 0; s < systems_.size(); ++s) {
-      std::vector<int> const& sets = systems_[s].set_nframes;
       set_first_[s] = {0};
-      for (int n : sets) {
+      for (int n : set_frame_counts(systems_[s])) {
         require(n > 0, "DataSampler: system '" + systems_[s].path + "' has an empty set");
         set_first_[s].push_back(set_first_[s].back() + n);
       }
-      if (sets.empty()) set_first_[s].push_back(systems_[s].nframes);
-      require(set_first_[s].back() == systems_[s].nframes,
-              "DataSampler: system '" + systems_[s].path + "': its sets hold " + std::to_string(set_first_[s].back()) +
-                  " frames, nframes is " + std::to_string(systems_[s].nframes));
     }
     order_.resize(systems_.size());
     cursor_.assign(systems_.size(), 0);
