@@ -14,18 +14,20 @@ import subprocess
 import sys
 
 GROUPS = [
-    ("dpk small-matrix kernel, AVX-512 or AVX2 (nets, se_a)", r"small_gemm"),
+    ("dpk product kernels (small-matrix, two-pair sums, long sums)", r"small_gemm|tn_sum_tile|long_sum_gemm"),
     ("OpenBLAS small-matrix kernels", r"gemm_small_kernel"),
     ("OpenBLAS packed kernel", r"[sd]gemm_kernel"),
     ("OpenBLAS packing, zeroing C", r"[sd]gemm_(i|o)[nt]copy|gemm_beta|memset"),
-    ("tanh forward layer", r"dense_tanh_in_thread|run_dense_tanh<false"),
-    ("tangent layer", r"layer_tangent|run_dense_tanh<true"),
-    ("reverse elementwise, inner outputs", r"layer_reverse|layer_outputs_in_thread"),
+    ("tanh forward layer", r"dense_tanh_in_thread|run_dense_tanh<false|tanh_host_span"),
+    ("tangent layer", r"layer_tangent|run_dense_tanh<true|tangent_blocks"),
+    ("reverse elementwise, inner outputs", r"layer_reverse|layer_outputs_in_thread|reverse_layers"),
     ("first-order elementwise and skip", r"run_dense_cotangent<false|layer_skip_cotangent"),
     ("se_a contractions, seeds, cotangents",
-     r"contract_rows|embedding_cotangent|descriptor_cotangent|finish_contraction|environment_cotangent"),
+     r"contract_rows|embedding_cotangent|descriptor_cotangent|finish_contraction|environment_cotangent"
+     r"|_Function_handler<.*DescriptorStage"),
     ("neighbour search", r"NeighborSearch|CellList|reverse_neighbors|coincident"),
     ("environment matrix, forces", r"environment_matrix|force_virial"),
+    ("Adam", r"Adam<"),
 ]
 
 
