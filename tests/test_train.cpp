@@ -734,7 +734,8 @@ TEST_CASE("trainer: sel \"auto\" from the training frames; a too small sel warne
   using Space = dpk::DefaultExecutionSpace;
   dpk::Communicator comm;
   std::vector<dpk::System> const frames = {water_frames(0, 4)};
-  std::vector<int> const counts = dpk_test::brute_system_stat(frames[0], 2, 6.0).max_neighbors;
+  dpk_test::BruteSystemStat const brute = dpk_test::brute_system_stat(frames[0], 2, 6.0);
+  std::vector<int> const& counts = brute.max_neighbors;
   auto bracket = [](std::vector<int> const& v) {
     std::string text;
     for (int n : v) text += (text.empty() ? "[" : ", ") + std::to_string(n);
@@ -752,8 +753,7 @@ TEST_CASE("trainer: sel \"auto\" from the training frames; a too small sel warne
   dpk::Trainer<double, Space>(config, frames, {}, options, comm).run();
   dpk::ModelFileData const data = dpk::read_model_file(dir + "/model.dpk");
   CHECK(data.descriptor.sel == dpk::auto_sel(counts, 1.25));
-  CHECK(data.training["min_neighbor_distance"].get<double>() ==
-        doctest::Approx(dpk_test::brute_system_stat(frames[0], 2, 6.0).min_distance).epsilon(1e-13));
+  CHECK(data.training["min_neighbor_distance"].get<double>() == doctest::Approx(brute.min_distance).epsilon(1e-13));
   CHECK(contains(log.str(), "dpk-train: sel " + bracket(data.descriptor.sel) +
                                 " (\"auto:1.25\": the 4 training frames have up to " +
                                 bracket(counts) + " neighbours"));

@@ -199,11 +199,7 @@ class DataSampler {
     order_.resize(systems_.size());
     cursor_.assign(systems_.size(), 0);
     set_.assign(systems_.size(), 0);
-    for (std::size_t s = 0; s < systems_.size(); ++s) {
-      auto const [first, last] = walked_frames(s, 0);
-      for (int f = first; f < last; ++f) order_[s].push_back(f);
-      if (mode_ == SamplingMode::random) shuffle(order_[s]);
-    }
+    for (std::size_t s = 0; s < systems_.size(); ++s) enter_set(s);
   }
 
   /// The next batch (random or sequential, by mode).
@@ -240,15 +236,12 @@ class DataSampler {
     std::vector<int>& order = order_[s];
     int n = std::min(frames_per_batch(system), int(order.size()));
     if (cursor_[s] + std::size_t(n) > order.size()) {
-      std::size_t const nsets = walk_ == FrameWalk::sets ? set_first_[s].size() - 1 : 1;
+      std::size_t const nsets = walked_sets(s, walk_);
       if (nsets == 1) {  // the same frames again: the previous order reshuffled
         shuffle(order);
       } else {           // the next set's frames, in order, shuffled
         set_[s] = (set_[s] + 1) % nsets;
-        auto const [first, last] = walked_frames(s, set_[s]);
-        order.clear();
-        for (int f = first; f < last; ++f) order.push_back(f);
-        shuffle(order);
+        enter_set(s);
         n = std::min(frames_per_batch(system), int(order.size()));
       }
       cursor_[s] = 0;
@@ -365,8 +358,7 @@ class DataSampler {
       std::size_t n = 0;
       in >> n >> cursor[s];
       if (version >= 3) in >> set[s];
-      std::size_t const nsets = walk == FrameWalk::sets ? set_first_[s].size() - 1 : 1;
-      require(in && set[s] < nsets, "DataSampler::set_rng_state: state does not match system '" + systems_[s].path + "'");
+      require(in && set[s] < walked_sets(s, walk), "DataSampler::set_rng_state: state does not match system '" + systems_[s].path + "'");
       auto const [first, last] = walked_frames(s, set[s], walk);
       require(n == std::size_t(last - first) && cursor[s] <= n,
               "DataSampler::set_rng_state: state does not match system '" + systems_[s].path + "'");
@@ -406,6 +398,17 @@ class DataSampler {
     return {set_first_[system][set], set_first_[system][set + 1]};
   }
   std::pair<int, int> walked_frames(std::size_t system, std::size_t set) const { return walked_frames(system, set, walk_); }
+  /// The number of sets random mode walks in `system` under `walk` (1 when walking frames).
+  std::size_t walked_sets(std::size_t system, FrameWalk walk) const {
+    return walk == FrameWalk::sets ? set_first_[system].size() - 1 : 1;
+  }
+  /// order_[system] = the frames of its current set (set_), in order, shuffled in random mode.
+  void enter_set(std::size_t system) {
+    auto const [first, last] = walked_frames(system, set_[system]);
+    order_[system].clear();
+    for (int f = first; f < last; ++f) order_[system].push_back(f);
+    if (mode_ == SamplingMode::random) shuffle(order_[system]);
+  }
   /// Fisher-Yates shuffle with uniform_below.
   void shuffle(std::vector<int>& v) {
     for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[std::size_t(uniform_below(i))]);
