@@ -5,18 +5,18 @@
 // two threads on the development VMs) is split into P parallel regions; each region's work is cut
 // into blocks of about --block-us that the OpenMP threads take one at a time (schedule(dynamic, 1),
 // as dpk's passes hand out their parts). Optionally --light K more regions per step hold 10 % of
-// the work in blocks of 15 us (dpk's step: four long chunked passes and about 110 short kernels,
-// docs/tuning.md "Busy node"). Each step's work varies by +-15 % (fixed seed) so that the step
-// does not lock onto the scheduler's tick. For every P of --phases it times --steps steps quiet and
-// then with a child process spinning on CPU --busy-cpu (a stand-in for another job; killed after),
-// and prints
+// the work in blocks of 15 us (dpk's float32 step in the fiftieth session: 7 chunked-pass calls
+// and 53 short kernels). Each step's work varies by +-15 % (fixed seed) so that the step does not
+// lock onto the scheduler's tick. For every P of --phases it times --steps steps quiet and then
+// with a child process spinning on CPU --busy-cpu (default: the first CPU this process may run
+// on), a stand-in for another job, killed after; it prints
 //   "phases P, light K, blocks B us: quiet Q ms, busy S ms per step, busy/quiet R"
 // R is 1.33 for a perfect schedule on 1.5 free cores of 2 (the busy CPU shared half and half). Each
 // barrier where the thread on the shared CPU is off it costs up to one scheduler turn (4 ms at
 // CONFIG_HZ=250), so R grows with P: docs/tuning.md, "Busy node: how many barriers a step can have".
 //
 //   OMP_NUM_THREADS=2 OMP_PROC_BIND=spread OMP_PLACES=threads
-//   build/openmp/benchmarks/dpk-busy-barriers --phases 1,3,6,12,117 [--light 112]
+//   build/openmp/benchmarks/dpk-busy-barriers --phases 1,3,6,12,117 [--light 53]
 //
 // --no-busy times the quiet runs only. Exits 2 on a bad argument, 1 when the busy child cannot be
 // started.
@@ -48,7 +48,7 @@ namespace {
 struct Options {
   double work_ms = 40, block_us = 20;
   std::vector<int> phases{1, 3, 6, 12, 117};
-  int light = 0, steps = 200, busy_cpu = 0;
+  int light = 0, steps = 200, busy_cpu = -1;  // -1: the first CPU this process may use
   bool busy = true;
 };
 
@@ -148,6 +148,16 @@ double time_steps(Options const& o, int phases, double rate) {
 }
 
 #if defined(DPK_BUSY_CHILD)
+/// The lowest CPU in this process's affinity mask (0 if it cannot be read).
+int first_allowed_cpu() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) return cpu;
+  return 0;
+}
+
 /// A child process spinning on CPU `cpu` until killed; its pid, or -1.
 pid_t start_busy(int cpu) {
   pid_t const pid = fork();
@@ -169,7 +179,12 @@ void stop_busy(pid_t pid) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options const o = parse(argc, argv);
+  Options o = parse(argc, argv);
+#if defined(DPK_BUSY_CHILD)
+  if (o.busy_cpu < 0) o.busy_cpu = first_allowed_cpu();
+#else
+  if (o.busy_cpu < 0) o.busy_cpu = 0;
+#endif
   double const rate = links_per_us();
   std::printf("dpk-busy-barriers: %d OpenMP threads, %.1f ms of work per step, %d steps, busy CPU %s\n",
               omp_get_max_threads(), o.work_ms, o.steps, o.busy ? std::to_string(o.busy_cpu).c_str() : "none");
