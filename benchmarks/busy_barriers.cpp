@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -67,6 +68,16 @@ double positive(char const* flag, char const* text) {
   return value;
 }
 
+/// A whole number >= `least` in `text` (the counts and the CPU), else usage().
+int whole(char const* flag, char const* text, long least) {
+  char* end = nullptr;
+  errno = 0;
+  long const value = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || errno == ERANGE || value < least || value > INT_MAX)
+    usage((std::string(flag) + ": expected a whole number >= " + std::to_string(least) + ", got '" + text + "'").c_str());
+  return int(value);
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -82,16 +93,16 @@ Options parse(int argc, char** argv) {
     } else if (flag == "--block-us") {
       o.block_us = positive("--block-us", value);
     } else if (flag == "--steps") {
-      o.steps = int(positive("--steps", value));
+      o.steps = whole("--steps", value, 1);
     } else if (flag == "--light") {
-      o.light = std::string(value) == "0" ? 0 : int(positive("--light", value));
+      o.light = whole("--light", value, 0);
     } else if (flag == "--busy-cpu") {
-      o.busy_cpu = std::string(value) == "0" ? 0 : int(positive("--busy-cpu", value));
+      o.busy_cpu = whole("--busy-cpu", value, 0);
     } else if (flag == "--phases") {
       o.phases.clear();
       std::stringstream list(value);
       std::string item;
-      while (std::getline(list, item, ',')) o.phases.push_back(int(positive("--phases", item.c_str())));
+      while (std::getline(list, item, ',')) o.phases.push_back(whole("--phases", item.c_str(), 1));
       if (o.phases.empty()) usage("--phases: expected a comma-separated list of region counts");
     } else {
       usage(("unknown option '" + flag + "'").c_str());
@@ -199,8 +210,7 @@ int main(int argc, char** argv) {
         return 1;
       }
       usleep(300000);  // the child is on its CPU
-      int status = 0;
-      if (waitpid(child, &status, WNOHANG) == child) {
+      if (waitpid(child, nullptr, WNOHANG) == child) {
         std::fprintf(stderr, "dpk-busy-barriers: the busy process could not be bound to CPU %d\n", o.busy_cpu);
         return 1;
       }

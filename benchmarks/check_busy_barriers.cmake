@@ -1,6 +1,6 @@
 # Runs dpk-busy-barriers briefly (two region counts, light regions, quiet and busy) and checks that
 # it succeeded and printed one line per region count with positive times and their ratio; then that
-# a bad option is refused with exit status 2 and a message naming it.
+# bad values are refused with exit status 2 and a message naming the option and the value.
 #   cmake -DPROGRAM=... -P check_busy_barriers.cmake
 execute_process(
   COMMAND ${CMAKE_COMMAND} -E env OMP_NUM_THREADS=2 ${PROGRAM} --work-ms 2 --phases 1,4 --light 8 --steps 5
@@ -14,7 +14,15 @@ foreach(phases 1 4)
     message(FATAL_ERROR "busy_barriers: no line for ${phases} regions in:\n${out}")
   endif()
 endforeach()
-execute_process(COMMAND ${PROGRAM} --phases 0 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 2 OR NOT err MATCHES "--phases: expected a positive number, got '0'")
-  message(FATAL_ERROR "busy_barriers: '--phases 0' gave exit ${rc}, expected 2 with a message naming it:\n${err}")
-endif()
+foreach(bad "--phases;0;--phases: expected a whole number >= 1, got '0'"
+            "--steps;0.5;--steps: expected a whole number >= 1, got '0.5'"
+            "--work-ms;0;--work-ms: expected a positive number, got '0'")
+  list(GET bad 0 flag)
+  list(GET bad 1 value)
+  list(GET bad 2 message)
+  execute_process(COMMAND ${PROGRAM} ${flag} ${value} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(FIND "${err}" "${message}" at)
+  if(NOT rc EQUAL 2 OR at LESS 0)
+    message(FATAL_ERROR "busy_barriers: '${flag} ${value}' gave exit ${rc}, expected 2 and \"${message}\":\n${err}")
+  endif()
+endforeach()
