@@ -46,9 +46,17 @@
 
 namespace {
 
+/// One entry of --regions-us: microseconds of CPU work, in a parallel region or serial on the
+/// master thread (between regions).
+struct Region {
+  double work_us = 0;
+  bool serial = false;
+};
+
 struct Options {
   double work_ms = 40, block_us = 20;
   std::vector<int> phases{1, 3, 6, 12, 117};
+  std::vector<Region> regions;  // when given, the step's shape instead of --phases / --light
   int light = 0, steps = 200, busy_cpu = -1;  // -1: the first CPU this process may use
   bool busy = true;
 };
@@ -56,7 +64,7 @@ struct Options {
 [[noreturn]] void usage(char const* why) {
   std::fprintf(stderr,
                "dpk-busy-barriers: %s\nusage: dpk-busy-barriers [--work-ms MS] [--phases P1,P2,...] [--block-us US] "
-               "[--light K] [--steps N] [--busy-cpu CPU] [--no-busy]\n",
+               "[--light K] [--regions-us [s]US,...] [--steps N] [--busy-cpu CPU] [--no-busy]\n",
                why);
   std::exit(2);
 }
@@ -104,6 +112,16 @@ Options parse(int argc, char** argv) {
       std::string item;
       while (std::getline(list, item, ',')) o.phases.push_back(whole("--phases", item.c_str(), 1));
       if (o.phases.empty()) usage("--phases: expected a comma-separated list of region counts");
+    } else if (flag == "--regions-us") {
+      o.regions.clear();
+      std::stringstream list(value);
+      std::string item;
+      while (std::getline(list, item, ',')) {
+        bool const serial = !item.empty() && item[0] == 's';
+        std::string const number = serial ? item.substr(1) : item;
+        o.regions.push_back({positive("--regions-us", number.c_str()), serial});
+      }
+      if (o.regions.empty()) usage("--regions-us: expected a comma-separated list of microseconds");
     } else {
       usage(("unknown option '" + flag + "'").c_str());
     }
@@ -158,6 +176,34 @@ double time_steps(Options const& o, int phases, double rate) {
   return sum / o.steps;
 }
 
+/// Mean wall ms per step over `steps` steps after 5 untimed ones, the step given region by
+/// region (--regions-us): each parallel region's work cut into blocks of about --block-us.
+double time_shape(Options const& o, double rate) {
+  auto const blocks_of = [&](Region const& r) { return std::max(1, int(r.work_us / o.block_us + 0.5)); };
+  std::size_t most = 1;
+  for (Region const& r : o.regions) most = std::max(most, std::size_t(blocks_of(r)));
+  std::vector<double> out(most, 1.0);
+  std::mt19937 jitter(12345);
+  std::uniform_real_distribution<double> factor(0.85, 1.15);
+  double sum = 0, serial_sink = 0;
+  for (int s = 0; s < o.steps + 5; ++s) {
+    double const f = factor(jitter);
+    auto const start = std::chrono::steady_clock::now();
+    for (Region const& r : o.regions) {
+      if (r.serial) {
+        serial_sink += spin(long(f * r.work_us * rate), 1.0);
+        continue;
+      }
+      int const blocks = blocks_of(r);
+      region(out, blocks, long(f * r.work_us / blocks * rate));
+    }
+    double const ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (s >= 5) sum += ms;
+  }
+  if (serial_sink == 0) std::printf(" ");  // keeps the serial chains
+  return sum / o.steps;
+}
+
 #if defined(DPK_BUSY_CHILD)
 /// The lowest CPU in this process's affinity mask (0 if it cannot be read).
 int first_allowed_cpu() {
@@ -197,35 +243,53 @@ int main(int argc, char** argv) {
   if (o.busy_cpu < 0) o.busy_cpu = 0;
 #endif
   double const rate = links_per_us();
+  double shape_ms = 0;
+  for (Region const& r : o.regions) shape_ms += r.work_us / 1000;
   std::printf("dpk-busy-barriers: %d OpenMP threads, %.1f ms of work per step, %d steps, busy CPU %s\n",
-              omp_get_max_threads(), o.work_ms, o.steps, o.busy ? std::to_string(o.busy_cpu).c_str() : "none");
-  for (int const phases : o.phases) {
-    double const quiet = time_steps(o, phases, rate);
-    std::printf("phases %d, light %d, blocks %.0f us: quiet %.2f ms", phases, o.light, o.block_us, quiet);
+              omp_get_max_threads(), o.regions.empty() ? o.work_ms : shape_ms, o.steps,
+              o.busy ? std::to_string(o.busy_cpu).c_str() : "none");
+  // Times `step` (mean ms per step) quiet and then beside the busy child; prints the line.
+  auto quiet_and_busy = [&](std::string const& label, auto const& step) {
+    double const quiet = step();
+    std::printf("%s: quiet %.2f ms", label.c_str(), quiet);
     if (o.busy) {
 #if defined(DPK_BUSY_CHILD)
       pid_t const child = start_busy(o.busy_cpu);
       if (child < 0) {
         std::fprintf(stderr, "dpk-busy-barriers: cannot start the busy process: %s\n", std::strerror(errno));
-        return 1;
+        return false;
       }
       usleep(300000);  // the child is on its CPU
       if (waitpid(child, nullptr, WNOHANG) == child) {
         std::fprintf(stderr, "dpk-busy-barriers: the busy process could not be bound to CPU %d\n", o.busy_cpu);
-        return 1;
+        return false;
       }
-      double const busy = time_steps(o, phases, rate);
+      double const busy = step();
       stop_busy(child);
       std::printf(", busy %.2f ms per step, busy/quiet %.2f", busy, busy / quiet);
 #else
       std::fprintf(stderr, "dpk-busy-barriers: the busy process needs Linux (use --no-busy)\n");
-      return 1;
+      return false;
 #endif
     } else {
       std::printf(" per step");
     }
     std::printf("\n");
     std::fflush(stdout);
+    return true;
+  };
+  if (!o.regions.empty()) {
+    int parallel = 0;
+    for (Region const& r : o.regions) parallel += r.serial ? 0 : 1;
+    char label[128];
+    std::snprintf(label, sizeof label, "regions %d, serial %d, blocks %.0f us", parallel, int(o.regions.size()) - parallel,
+                  o.block_us);
+    return quiet_and_busy(label, [&] { return time_shape(o, rate); }) ? 0 : 1;
+  }
+  for (int const phases : o.phases) {
+    char label[128];
+    std::snprintf(label, sizeof label, "phases %d, light %d, blocks %.0f us", phases, o.light, o.block_us);
+    if (!quiet_and_busy(label, [&] { return time_steps(o, phases, rate); })) return 1;
   }
   return 0;
 }
