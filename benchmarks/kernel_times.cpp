@@ -6,6 +6,9 @@
 // runs from its launch to its end on the host thread that launched it (host backends are
 // synchronous; on GPUs use a fencing connector instead). Used for the busy-node table of
 // docs/tuning.md: the same run with and without a competing busy loop, kernel by kernel.
+// With DPK_KERNEL_SEQUENCE=FILE it also writes every call in launch order -- start us, end us
+// (from the first launch), kind and name -- for benchmarks/step_shape.py, which turns a
+// training run's calls into the shape of its step (docs/tuning.md, "the step's shape").
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -39,6 +42,20 @@ std::unordered_map<std::uint64_t, Open>& open_kernels() {
 }
 std::uint64_t next_id = 1;
 
+/// One call for DPK_KERNEL_SEQUENCE: its key in totals() and its start and end.
+struct Call {
+  std::string const* key = nullptr;
+  double start = 0, end = 0;
+};
+std::vector<Call>& calls() {
+  static std::vector<Call> c;
+  return c;
+}
+bool const keep_sequence = [] {
+  char const* path = std::getenv("DPK_KERNEL_SEQUENCE");
+  return path && *path;
+}();
+
 double now_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -51,9 +68,12 @@ void begin(char const* kind, char const* name, std::uint64_t* id) {
 void end(std::uint64_t id) {
   auto it = open_kernels().find(id);
   if (it == open_kernels().end()) return;
-  Total& t = totals()[it->second.key];
+  double const stop = now_us();
+  auto const slot = totals().try_emplace(it->second.key).first;
+  Total& t = slot->second;
   t.calls += 1;
-  t.us += now_us() - it->second.start;
+  t.us += stop - it->second.start;
+  if (keep_sequence) calls().push_back({&slot->first, it->second.start, stop});
   open_kernels().erase(it);
 }
 
@@ -75,6 +95,18 @@ void kokkosp_finalize_library() {
   for (auto const& [key, t] : rows)
     std::fprintf(out, "%10.3f %8ld %10.2f %s\n", t.us * 1e-3, t.calls, t.us / double(t.calls), key.c_str());
   if (out != stderr) std::fclose(out);
+  if (!keep_sequence) return;
+  char const* seq_path = std::getenv("DPK_KERNEL_SEQUENCE");
+  FILE* seq = std::fopen(seq_path, "w");
+  if (!seq) {
+    std::fprintf(stderr, "dpk-kernel-times: cannot write DPK_KERNEL_SEQUENCE='%s'\n", seq_path);
+    return;
+  }
+  // calls() is in end order; nested launches aside (none in dpk), that is launch order
+  double const origin = calls().empty() ? 0 : calls().front().start;
+  std::fprintf(seq, "# start_us end_us kind name\n");
+  for (Call const& c : calls()) std::fprintf(seq, "%.1f %.1f %s\n", c.start - origin, c.end - origin, c.key->c_str());
+  std::fclose(seq);
 }
 
 void kokkosp_begin_parallel_for(char const* name, std::uint32_t, std::uint64_t* id) { begin("for", name, id); }
