@@ -6,11 +6,12 @@
 // runs from its launch to its end on the host thread that launched it (host backends are
 // synchronous; on GPUs use a fencing connector instead). Used for the busy-node table of
 // docs/tuning.md: the same run with and without a competing busy loop, kernel by kernel.
-// With DPK_KERNEL_SEQUENCE=FILE it also writes every call in launch order -- start us, end us
-// (from the first launch), kind and name -- for benchmarks/step_shape.py, which turns a
-// training run's calls into the shape of its step (docs/tuning.md, "the step's shape").
+// With DPK_KERNEL_SEQUENCE=FILE it also writes the first 2^20 calls in launch order -- start us,
+// end us (from the first launch), kind and name -- for benchmarks/step_shape.py, which turns a
+// training run's calls into the shape of its step (docs/tuning.md, "The step's shape").
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -51,6 +52,9 @@ std::vector<Call>& calls() {
   static std::vector<Call> c;
   return c;
 }
+/// The sequence keeps the first max_calls calls (24 MiB; about 17000 water training steps).
+constexpr std::size_t max_calls = std::size_t(1) << 20;
+std::size_t dropped_calls = 0;
 bool const keep_sequence = [] {
   char const* path = std::getenv("DPK_KERNEL_SEQUENCE");
   return path && *path;
@@ -73,7 +77,12 @@ void end(std::uint64_t id) {
   Total& t = slot->second;
   t.calls += 1;
   t.us += stop - it->second.start;
-  if (keep_sequence) calls().push_back({&slot->first, it->second.start, stop});
+  if (keep_sequence) {
+    if (calls().size() < max_calls)
+      calls().push_back({&slot->first, it->second.start, stop});
+    else
+      ++dropped_calls;
+  }
   open_kernels().erase(it);
 }
 
@@ -105,6 +114,8 @@ void kokkosp_finalize_library() {
   // calls() is in end order; nested launches aside (none in dpk), that is launch order
   double const origin = calls().empty() ? 0 : calls().front().start;
   std::fprintf(seq, "# start_us end_us kind name\n");
+  if (dropped_calls > 0)
+    std::fprintf(seq, "# the first %zu calls; %zu later calls not kept\n", max_calls, dropped_calls);
   for (Call const& c : calls()) std::fprintf(seq, "%.1f %.1f %s\n", c.start - origin, c.end - origin, c.key->c_str());
   std::fclose(seq);
 }
