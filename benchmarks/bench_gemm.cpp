@@ -104,13 +104,19 @@ void chunk_shapes(benchmark::internal::Benchmark* b) {
 
 /// The fitting nets' products (water batch 1: 128 hydrogen and 64 oxygen rows; 1600 -> 240 ->
 /// 240), the same way through one thread: forward/tangent C = A B, weight gradients C += A^T B
-/// and input cotangents C = A W^T, with operands in cache and from memory.
+/// and input cotangents C = A W^T, with operands in cache and from memory. Blocks of 32 and 16
+/// rows: the rate the fitting nets would run at in a schedule of small centre blocks
+/// (docs/tuning.md, "The step's shape").
 void fitting_shapes(benchmark::internal::Benchmark* b) {
   for (int mode : {0, 1, 2}) {
     for (int sets : {1, 32}) {
       b->Args({128, 1600, 240, mode, sets});
       b->Args({64, 1600, 240, mode, sets});  // the oxygen rows
       b->Args({128, 240, 240, mode, sets});
+      for (int m : {32, 16}) {
+        b->Args({m, 1600, 240, mode, sets});
+        b->Args({m, 240, 240, mode, sets});
+      }
     }
   }
 }
