@@ -46,11 +46,13 @@
 
 namespace {
 
-/// One entry of --regions-us: microseconds of CPU work, in a parallel region or serial on the
-/// master thread (between regions).
+/// One region of a step: microseconds of CPU work, in a parallel region (cut into blocks of about
+/// block_us; 0: --block-us) or serial on the master thread (between regions). --regions-us gives
+/// them one by one; --phases / --light build them (phase_regions).
 struct Region {
   double work_us = 0;
   bool serial = false;
+  double block_us = 0;
 };
 
 struct Options {
@@ -152,44 +154,38 @@ void region(std::vector<double>& out, int blocks, long links) {
   for (int b = 0; b < blocks; ++b) out[std::size_t(b)] = spin(links, out[std::size_t(b)]);
 }
 
-/// Mean wall ms per step over `steps` steps after 5 untimed ones.
-double time_steps(Options const& o, int phases, double rate) {
+/// The step of --phases P (and --light K): P heavy regions of blocks of --block-us holding the
+/// work (90 % of it with --light), the K light regions of 15 us blocks spread evenly between them.
+std::vector<Region> phase_regions(Options const& o, int phases) {
   double const heavy_share = o.light > 0 ? 0.9 : 1.0, light_us = 15;
   int const heavy_blocks = std::max(1, int(o.work_ms * heavy_share * 1000 / phases / o.block_us));
   int const light_blocks = o.light > 0 ? std::max(1, int(o.work_ms * (1 - heavy_share) * 1000 / o.light / light_us)) : 0;
-  std::vector<double> out(std::size_t(std::max(heavy_blocks, light_blocks)), 1.0);
-  std::mt19937 jitter(12345);
-  std::uniform_real_distribution<double> factor(0.85, 1.15);
-  double sum = 0;
-  for (int s = 0; s < o.steps + 5; ++s) {
-    double const f = factor(jitter);
-    auto const start = std::chrono::steady_clock::now();
-    for (int p = 0; p < phases; ++p) {
-      region(out, heavy_blocks, long(f * o.block_us * rate));
-      // the light regions spread evenly between the heavy ones
-      int const light_here = o.light * (p + 1) / phases - o.light * p / phases;
-      for (int l = 0; l < light_here; ++l) region(out, light_blocks, long(f * light_us * rate));
-    }
-    double const ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (s >= 5) sum += ms;
+  std::vector<Region> regions;
+  for (int p = 0; p < phases; ++p) {
+    regions.push_back({heavy_blocks * o.block_us, false, o.block_us});
+    int const light_here = o.light * (p + 1) / phases - o.light * p / phases;
+    for (int l = 0; l < light_here; ++l) regions.push_back({light_blocks * light_us, false, light_us});
   }
-  return sum / o.steps;
+  return regions;
 }
 
 /// Mean wall ms per step over `steps` steps after 5 untimed ones, the step given region by
-/// region (--regions-us): each parallel region's work cut into blocks of about --block-us.
-double time_shape(Options const& o, double rate) {
-  auto const blocks_of = [&](Region const& r) { return std::max(1, int(r.work_us / o.block_us + 0.5)); };
+/// region: each parallel region's work cut into blocks of about its block size.
+double time_regions(Options const& o, std::vector<Region> const& regions, double rate) {
+  auto const blocks_of = [&](Region const& r) {
+    return std::max(1, int(r.work_us / (r.block_us > 0 ? r.block_us : o.block_us) + 0.5));
+  };
   std::size_t most = 1;
-  for (Region const& r : o.regions) most = std::max(most, std::size_t(blocks_of(r)));
+  for (Region const& r : regions) most = std::max(most, std::size_t(blocks_of(r)));
   std::vector<double> out(most, 1.0);
   std::mt19937 jitter(12345);
   std::uniform_real_distribution<double> factor(0.85, 1.15);
-  double sum = 0, serial_sink = 0;
+  double sum = 0;
+  volatile double serial_sink = 0;  // keeps the serial chains
   for (int s = 0; s < o.steps + 5; ++s) {
     double const f = factor(jitter);
     auto const start = std::chrono::steady_clock::now();
-    for (Region const& r : o.regions) {
+    for (Region const& r : regions) {
       if (r.serial) {
         serial_sink += spin(long(f * r.work_us * rate), 1.0);
         continue;
@@ -200,7 +196,6 @@ double time_shape(Options const& o, double rate) {
     double const ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (s >= 5) sum += ms;
   }
-  if (serial_sink == 0) std::printf(" ");  // keeps the serial chains
   return sum / o.steps;
 }
 
@@ -284,12 +279,13 @@ int main(int argc, char** argv) {
     char label[128];
     std::snprintf(label, sizeof label, "regions %d, serial %d, blocks %.0f us", parallel, int(o.regions.size()) - parallel,
                   o.block_us);
-    return quiet_and_busy(label, [&] { return time_shape(o, rate); }) ? 0 : 1;
+    return quiet_and_busy(label, [&] { return time_regions(o, o.regions, rate); }) ? 0 : 1;
   }
   for (int const phases : o.phases) {
     char label[128];
     std::snprintf(label, sizeof label, "phases %d, light %d, blocks %.0f us", phases, o.light, o.block_us);
-    if (!quiet_and_busy(label, [&] { return time_steps(o, phases, rate); })) return 1;
+    std::vector<Region> const regions = phase_regions(o, phases);
+    if (!quiet_and_busy(label, [&] { return time_regions(o, regions, rate); })) return 1;
   }
   return 0;
 }
