@@ -55,10 +55,12 @@ std::vector<Call>& calls() {
 /// The sequence keeps the first max_calls calls (24 MiB; about 17000 water training steps).
 constexpr std::size_t max_calls = std::size_t(1) << 20;
 std::size_t dropped_calls = 0;
-bool const keep_sequence = [] {
+/// DPK_KERNEL_SEQUENCE, read once at load; empty: no sequence kept.
+std::string const sequence_path = [] {
   char const* path = std::getenv("DPK_KERNEL_SEQUENCE");
-  return path && *path;
+  return std::string(path ? path : "");
 }();
+bool const keep_sequence = !sequence_path.empty();
 
 double now_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -105,10 +107,9 @@ void kokkosp_finalize_library() {
     std::fprintf(out, "%10.3f %8ld %10.2f %s\n", t.us * 1e-3, t.calls, t.us / double(t.calls), key.c_str());
   if (out != stderr) std::fclose(out);
   if (!keep_sequence) return;
-  char const* seq_path = std::getenv("DPK_KERNEL_SEQUENCE");
-  FILE* seq = std::fopen(seq_path, "w");
+  FILE* seq = std::fopen(sequence_path.c_str(), "w");
   if (!seq) {
-    std::fprintf(stderr, "dpk-kernel-times: cannot write DPK_KERNEL_SEQUENCE='%s'\n", seq_path);
+    std::fprintf(stderr, "dpk-kernel-times: cannot write DPK_KERNEL_SEQUENCE='%s'\n", sequence_path.c_str());
     return;
   }
   // calls() is in end order; nested launches aside (none in dpk), that is launch order
