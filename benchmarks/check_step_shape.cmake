@@ -1,7 +1,7 @@
 # Checks benchmarks/step_shape.py on a kernel sequence of known timing: three steps of 400 us
 # (kernels a 100 us, b 50 us, Adam's update 100 us, with 100, 10 and 40 us of host code before
 # them); the first step is always dropped, so the means are those of steps 2 and 3. Then the
-# same with --merge, and a malformed file refused with its name and line.
+# same with --merge; overlapping --merge ranges and a malformed file are refused, naming them.
 #   cmake -DPYTHON=... -DSCRIPT=... -DDIR=... -P check_step_shape.cmake
 set(seq "${DIR}/step_shape_check.txt")
 set(text "# start_us end_us kind name\n")
@@ -31,6 +31,12 @@ foreach(case "--skip;1;--merge=;--regions-us s100,200,100,s40,200\n"
     message(FATAL_ERROR "step_shape: wrong step summary:\n${out}")
   endif()
 endforeach()
+execute_process(COMMAND ${PYTHON} ${SCRIPT} ${seq} --skip 1 --merge=0-1,1-2
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+string(FIND "${err}" "--merge: '1-2' overlaps another range" at)
+if(rc EQUAL 0 OR at LESS 0)
+  message(FATAL_ERROR "step_shape: overlapping --merge ranges gave exit ${rc} without saying so:\n${err}")
+endif()
 file(WRITE "${seq}" "# start_us end_us kind name\n0.0 x for a\n")
 execute_process(COMMAND ${PYTHON} ${SCRIPT} ${seq} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 string(FIND "${err}" "${seq}:2: start and end must be numbers" at)

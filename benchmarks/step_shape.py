@@ -100,6 +100,8 @@ def main():
             sys.exit(f"step_shape.py: --merge: expected A-B (positions), got '{item}'")
         if not 0 <= a <= b < width:
             sys.exit(f"step_shape.py: --merge: '{item}' is not a range of positions 0..{width - 1}")
+        if any(a <= d and c <= b for c, d in merged.items()):
+            sys.exit(f"step_shape.py: --merge: '{item}' overlaps another range")
         merged[a] = b
     shape, i = [], 0
     while i < width:
